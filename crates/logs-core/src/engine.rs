@@ -1,0 +1,279 @@
+//! The engine: opens a dataset, turns validated requests into running queries, and hands
+//! back a stream of Arrow batches.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::config::TableParquetOptions;
+use datafusion::datasource::empty::EmptyTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::{TableProvider, provider_as_source};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::display::DisplayableExecutionPlan;
+use datafusion::physical_plan::metrics::MetricValue;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::Stream;
+
+use crate::catalog::{Catalog, FileSelection};
+use crate::error::{Error, RequestError, Result};
+use crate::plan::build_plan;
+use crate::request::{ExportRequest, RequestPolicy};
+use crate::schema::file_schema;
+
+/// Settings of an [`Engine`]. `Default` gives settings fit for a laptop and for a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Parallel streams a query may use; 0 means one per CPU core.
+    pub target_partitions: usize,
+    /// Rows per Arrow batch.
+    pub batch_size: usize,
+    /// Bytes the query engine's memory pool may hand out across all running exports.
+    pub memory_limit: usize,
+    /// The largest `limit` a request may ask for, and the limit of a request that gives none.
+    /// `None`: no maximum.
+    pub max_limit: Option<u64>,
+    /// Evaluate filters while decoding Parquet (late materialisation): columns that are not
+    /// filtered on are decoded only for matching rows.
+    pub pushdown_filters: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            target_partitions: 0,
+            batch_size: 8192,
+            memory_limit: 512 * 1024 * 1024,
+            max_limit: None,
+            pushdown_filters: true,
+        }
+    }
+}
+
+/// An export engine over one dataset folder. Cheap to share: wrap it in an `Arc`.
+///
+/// ```no_run
+/// use futures::StreamExt;
+/// use logs_core::{Engine, EngineConfig};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::open("testdata/dataset", EngineConfig::default())?;
+/// let request = engine.parse_request(
+///     "application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error_id,os_name&os_name=ios",
+/// )?;
+/// let mut export = engine.export(&request).await?;
+/// println!("{} unreadable files skipped", export.selection().skipped.len());
+/// while let Some(batch) = export.next().await {
+///     let batch = batch?;
+///     println!("{} rows", batch.num_rows());
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Engine {
+    catalog: Catalog,
+    ctx: SessionContext,
+    policy: RequestPolicy,
+    parquet_options: TableParquetOptions,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("root", &self.root())
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Opens the dataset below `root` (see the README for its layout).
+    pub fn open(root: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        if config.batch_size == 0 {
+            return Err(Error::Config { setting: "batch_size", message: "must be at least 1".into() });
+        }
+        if config.max_limit == Some(0) {
+            return Err(Error::Config { setting: "max_limit", message: "must be at least 1".into() });
+        }
+        // Canonical, because file URLs may hold no `..` segment.
+        let root = std::fs::canonicalize(root.as_ref())
+            .map_err(|e| Error::Storage { path: Some(root.as_ref().to_owned()), message: e.to_string() })?;
+        let catalog = Catalog::open(root)?;
+        let partitions = match config.target_partitions {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let mut session =
+            SessionConfig::new().with_target_partitions(partitions).with_batch_size(config.batch_size);
+        let parquet = &mut session.options_mut().execution.parquet;
+        parquet.pushdown_filters = config.pushdown_filters;
+        parquet.reorder_filters = config.pushdown_filters;
+        let parquet_options = TableParquetOptions { global: parquet.clone(), ..Default::default() };
+        let runtime = RuntimeEnvBuilder::new().with_memory_limit(config.memory_limit, 1.0).build_arc()?;
+        Ok(Engine {
+            catalog,
+            ctx: SessionContext::new_with_config_rt(session, runtime),
+            policy: RequestPolicy { max_limit: config.max_limit },
+            parquet_options,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        self.catalog.root()
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The rules requests are validated by.
+    pub fn policy(&self) -> &RequestPolicy {
+        &self.policy
+    }
+
+    /// Parses and validates a query string with this engine's policy.
+    pub fn parse_request(&self, query: &str) -> Result<ExportRequest, RequestError> {
+        ExportRequest::parse(query, &self.policy)
+    }
+
+    /// Starts an export. Unreadable files are found (and skipped or reported) before this
+    /// returns, so an `Ok` means rows are on their way.
+    pub async fn export(&self, request: &ExportRequest) -> Result<ExportStream> {
+        let selection = self.catalog.select(request).await?;
+        let table = self.table(&selection).await?;
+        let logical = build_plan(request, provider_as_source(table))?;
+        let state = self.ctx.state();
+        let physical = state.create_physical_plan(&logical).await?;
+        let inner = execute_stream(physical.clone(), self.ctx.task_ctx())?;
+        Ok(ExportStream { schema: inner.schema(), inner, logical, physical, selection })
+    }
+
+    async fn table(&self, selection: &FileSelection) -> Result<Arc<dyn TableProvider>> {
+        if selection.files.is_empty() {
+            return Ok(Arc::new(EmptyTable::new(file_schema())));
+        }
+        let urls = selection
+            .files
+            .iter()
+            .map(|file| {
+                let url = url::Url::from_file_path(&file.path).map_err(|()| Error::Storage {
+                    path: Some(file.path.clone()),
+                    message: "cannot be named as a file URL".into(),
+                })?;
+                Ok(ListingTableUrl::try_new(url, None)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let format = ParquetFormat::default().with_options(self.parquet_options.clone());
+        let options = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
+        let config = ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(options)
+            .with_schema(file_schema());
+        Ok(Arc::new(ListingTable::try_new(config)?))
+    }
+}
+
+/// A running export: a stream of record batches with the requested columns, plus what was
+/// read and skipped. Dropping it cancels the query and releases its memory and files.
+pub struct ExportStream {
+    schema: SchemaRef,
+    inner: SendableRecordBatchStream,
+    logical: LogicalPlan,
+    physical: Arc<dyn ExecutionPlan>,
+    selection: FileSelection,
+}
+
+impl std::fmt::Debug for ExportStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportStream")
+            .field("schema", &self.schema)
+            .field("selection", &self.selection)
+            .finish()
+    }
+}
+
+impl ExportStream {
+    /// The output schema: the requested fields, in order.
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    /// The files read, and those pruned or skipped.
+    pub fn selection(&self) -> &FileSelection {
+        &self.selection
+    }
+
+    /// The logical plan, the physical plan with its metrics so far (row groups and pages
+    /// pruned, rows, time), and the file selection. Most informative once the stream is done.
+    pub fn explain(&self) -> String {
+        let s = &self.selection;
+        let mut out = String::new();
+        out.push_str("Logical plan:\n");
+        out.push_str(&self.logical.display_indent().to_string());
+        out.push_str("\n\nPhysical plan with metrics:\n");
+        out.push_str(
+            &DisplayableExecutionPlan::with_metrics(self.physical.as_ref()).indent(true).to_string(),
+        );
+        out.push_str(&format!(
+            "\nFiles: {} date folders of the application, {} outside the range; {} files in range, \
+             {} pruned by footer statistics, {} skipped as unreadable, {} read ({} row groups, {} rows)\n",
+            s.date_folders,
+            s.date_folders_pruned,
+            s.candidate_files,
+            s.files_pruned_by_statistics,
+            s.skipped.len(),
+            s.files.len(),
+            s.row_groups(),
+            s.rows()
+        ));
+        for skipped in &s.skipped {
+            out.push_str(&format!("Skipped {}: {}\n", skipped.path.display(), skipped.reason));
+        }
+        out
+    }
+
+    /// A metric of the plan, summed over its partitions, by name: for example the Parquet
+    /// scan's `row_groups_pruned_statistics`, `row_groups_pruned_bloom_filter`,
+    /// `page_index_rows_pruned` or `bytes_scanned`. Most informative once the stream is done.
+    pub fn metric(&self, name: &str) -> Option<MetricValue> {
+        fn find(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Option<MetricValue> {
+            if let Some(value) = plan.metrics().and_then(|m| m.sum_by_name(name)) {
+                return Some(value);
+            }
+            plan.children().into_iter().find_map(|child| find(child, name))
+        }
+        find(&self.physical, name)
+    }
+
+    /// For a pruning metric such as `row_groups_pruned_statistics`: how many were pruned and
+    /// how many matched.
+    pub fn pruning(&self, name: &str) -> Option<Pruning> {
+        match self.metric(name)? {
+            MetricValue::PruningMetrics { pruning_metrics, .. } => {
+                Some(Pruning { pruned: pruning_metrics.pruned(), matched: pruning_metrics.matched() })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Counts of a pruning step of the scan (files, row groups, pages or rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pruning {
+    pub pruned: usize,
+    pub matched: usize,
+}
+
+impl Stream for ExportStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx).map(|item| item.map(|r| r.map_err(Error::from)))
+    }
+}

@@ -1,0 +1,105 @@
+//! The engine's errors: one enum of categories, so that callers (the HTTP server, the CLI)
+//! can decide once how each category is reported.
+
+use std::path::PathBuf;
+
+use datafusion::error::DataFusionError;
+
+/// A request that cannot be served as asked: names the parameter and says what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestError {
+    parameter: String,
+    message: String,
+}
+
+impl RequestError {
+    /// `message` reads as the rest of a sentence that starts with "parameter `<name>`", for
+    /// example "is required".
+    pub fn new(parameter: &str, message: impl Into<String>) -> RequestError {
+        RequestError { parameter: parameter.to_owned(), message: message.into() }
+    }
+
+    /// The name of the offending parameter (empty when the fault is not in one parameter).
+    pub fn parameter(&self) -> &str {
+        &self.parameter
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.parameter.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "parameter `{}` {}", self.parameter, self.message)
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is invalid; nothing was read.
+    #[error(transparent)]
+    InvalidRequest(#[from] RequestError),
+
+    /// A part of the dataset could not be read: a missing or unreadable folder, or a corrupt,
+    /// truncated, vanished or forbidden file. `path` names it.
+    #[error("{}", describe_storage(path.as_deref(), message))]
+    Storage { path: Option<PathBuf>, message: String },
+
+    /// A configured limit (such as the memory pool) was reached.
+    #[error("resources exhausted: {0}")]
+    ResourcesExhausted(String),
+
+    /// The engine was configured wrongly (at open, never per request).
+    #[error("invalid engine setting `{setting}`: {message}")]
+    Config { setting: &'static str, message: String },
+
+    /// Anything else from the query engine: a bug, not the caller's fault.
+    #[error("query execution failed: {0}")]
+    Internal(DataFusionError),
+}
+
+impl From<DataFusionError> for Error {
+    fn from(e: DataFusionError) -> Error {
+        match e {
+            DataFusionError::ResourcesExhausted(m) => Error::ResourcesExhausted(m),
+            DataFusionError::Context(ctx, inner) => match Error::from(*inner) {
+                Error::Storage { path, message } => {
+                    Error::Storage { path, message: format!("{ctx}: {message}") }
+                }
+                other => other,
+            },
+            DataFusionError::Shared(shared) => match std::sync::Arc::try_unwrap(shared) {
+                Ok(inner) => Error::from(inner),
+                Err(shared) => Error::Internal(DataFusionError::Shared(shared)),
+            },
+            e @ (DataFusionError::ParquetError(_)
+            | DataFusionError::IoError(_)
+            | DataFusionError::ObjectStore(_)) => Error::Storage { path: None, message: e.to_string() },
+            DataFusionError::External(inner) => match inner.downcast::<DataFusionError>() {
+                Ok(df) => Error::from(*df),
+                Err(inner) => match inner.downcast::<Error>() {
+                    Ok(own) => *own,
+                    Err(inner) => Error::Internal(DataFusionError::External(inner)),
+                },
+            },
+            other => Error::Internal(other),
+        }
+    }
+}
+
+fn describe_storage(path: Option<&std::path::Path>, message: &str) -> String {
+    match path {
+        Some(path) => format!("cannot read {}: {message}", path.display()),
+        None => format!("cannot read the dataset: {message}"),
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

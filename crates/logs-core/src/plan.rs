@@ -1,0 +1,113 @@
+//! A validated request becomes a DataFusion logical plan: scan → filter → projection → limit.
+//!
+//! Built with `LogicalPlanBuilder` and `Expr`, never SQL text, so no value from a request can
+//! change the shape of the query.
+
+use std::sync::Arc;
+
+use datafusion::common::ScalarValue;
+use datafusion::error::Result;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableSource, col, lit};
+
+use crate::part::part_predicate;
+use crate::request::{ExportRequest, FilterValue};
+use crate::schema::Field;
+
+/// The name of the scanned table in plans and their explanations.
+pub const TABLE_NAME: &str = "errors";
+
+/// The plan of `request` over `table`, whose schema is [`crate::schema::file_schema`] (the
+/// table holds one application's files, so `application_id` is a constant of the request).
+pub fn build_plan(request: &ExportRequest, table: Arc<dyn TableSource>) -> Result<LogicalPlan> {
+    let mut builder = LogicalPlanBuilder::scan(TABLE_NAME, table, None)?;
+    if let Some(predicate) = build_predicate(request) {
+        builder = builder.filter(predicate)?;
+    }
+    builder = builder.project(request.fields().iter().map(|&f| field_expr(request, f)))?;
+    if let Some(limit) = request.limit() {
+        builder = builder.limit(0, Some(usize::try_from(limit).unwrap_or(usize::MAX)))?;
+    }
+    builder.build()
+}
+
+/// The conjunction of the date range, the equality filters and the part, if any.
+pub fn build_predicate(request: &ExportRequest) -> Option<Expr> {
+    let range = request.range();
+    let time = col(request.date_dimension().timestamp_field().name());
+    let mut predicates = vec![time.clone().gt_eq(lit(range.since)), time.lt_eq(lit(range.until))];
+    predicates.extend(request.filters().iter().map(|filter| {
+        let value = match &filter.value {
+            FilterValue::String(s) => lit(ScalarValue::Utf8View(Some(s.clone()))),
+            FilterValue::Int64(v) => lit(*v),
+            FilterValue::UInt64(v) => lit(*v),
+        };
+        col(filter.field.name()).eq(value)
+    }));
+    predicates.extend(request.parts().map(part_predicate));
+    conjunction(predicates)
+}
+
+fn field_expr(request: &ExportRequest, field: Field) -> Expr {
+    if field.is_partition() { lit(request.application_id()).alias(field.name()) } else { col(field.name()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::RequestPolicy;
+    use crate::schema::file_schema;
+    use datafusion::datasource::empty::EmptyTable;
+    use datafusion::datasource::provider_as_source;
+
+    fn plan(query: &str) -> LogicalPlan {
+        let request = ExportRequest::parse(query, &RequestPolicy::default()).unwrap();
+        build_plan(&request, provider_as_source(Arc::new(EmptyTable::new(file_schema())))).unwrap()
+    }
+
+    #[test]
+    fn plan_has_range_filters_projection_and_limit() {
+        let plan = plan(
+            "application_id=7&date_since=2026-10-01&date_until=2026-10-01&fields=os_name,application_id,mcc\
+             &os_name=ios&mcc=250&limit=10",
+        );
+        let text = plan.display_indent().to_string();
+        let expected = "Limit: skip=0, fetch=10\
+            \n  Projection: errors.os_name, Int64(7) AS application_id, errors.mcc\
+            \n    Filter: errors.error_timestamp >= Int64(1790812800) AND errors.error_timestamp <= Int64(1790899199) \
+            AND errors.os_name = Utf8View(\"ios\") AND errors.mcc = Int64(250)\
+            \n      TableScan: errors";
+        assert_eq!(text, expected);
+        let names: Vec<_> = plan.schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names, ["os_name", "application_id", "mcc"]);
+    }
+
+    #[test]
+    fn receive_dimension_filters_the_receive_timestamp_and_parts_add_the_hash() {
+        let plan = plan(
+            "application_id=7&date_since=2026-10-01&date_until=2026-10-02&fields=error\
+             &date_dimension=receive&parts_count=3&part_number=1",
+        );
+        let text = plan.display_indent().to_string();
+        assert!(text.contains("errors.error_receive_timestamp >= Int64(1790812800)"), "{text}");
+        assert!(!text.contains("errors.error_timestamp >="), "{text}");
+        assert!(
+            text.contains(
+                "logs_record_part(errors.error_timestamp, errors.error_receive_timestamp, \
+                 errors.service_device_id, errors.error_id) = UInt32(1)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("Limit"), "{text}");
+    }
+
+    #[test]
+    fn hostile_filter_values_stay_literals() {
+        let plan = plan(
+            "application_id=7&date_since=2026-10-01&date_until=2026-10-02&fields=error\
+             &city=x%27)%20OR%201%3D1%20--",
+        );
+        let text = plan.display_indent().to_string();
+        assert!(text.contains("errors.city = Utf8View(\"x') OR 1=1 --\")"), "{text}");
+    }
+}

@@ -1,0 +1,417 @@
+//! Stage two of request parsing: decoded pairs become a validated [`ExportRequest`].
+//!
+//! Every rule of spec §4.1 (and of the issue that pinned down what the spec leaves open) is
+//! checked here, once, for the library, the CLI and the HTTP server alike. An
+//! `ExportRequest` can only be obtained through this validation.
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+
+use crate::error::RequestError;
+use crate::query::QueryPairs;
+use crate::schema::{Field, FieldType, field_names};
+
+/// Which time the date range applies to (`date_dimension`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DateDimension {
+    /// When the error occurred on the device (`error_timestamp`).
+    #[default]
+    Default,
+    /// When the server received it (`error_receive_timestamp`).
+    Receive,
+}
+
+impl DateDimension {
+    /// The integer field that holds this kind of time.
+    pub fn timestamp_field(self) -> Field {
+        match self {
+            DateDimension::Default => Field::ERROR_TIMESTAMP,
+            DateDimension::Receive => Field::ERROR_RECEIVE_TIMESTAMP,
+        }
+    }
+}
+
+/// An inclusive range of Unix seconds, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    pub since: i64,
+    pub until: i64,
+}
+
+/// The value of an equality filter, already checked against its field's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterValue {
+    String(String),
+    Int64(i64),
+    UInt64(u64),
+}
+
+/// An equality filter: `field = value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    pub field: Field,
+    pub value: FilterValue,
+}
+
+/// A request for one part of an export split into `count` disjoint parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    pub count: u32,
+    pub number: u32,
+}
+
+/// The largest `parts_count` accepted.
+pub const MAX_PARTS: u32 = 1024;
+
+/// Operator settings that validation depends on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestPolicy {
+    /// The largest `limit` allowed, and the limit applied when none is given.
+    /// `None`: no maximum, and an omitted `limit` exports every matching row.
+    pub max_limit: Option<u64>,
+}
+
+/// A validated export request (spec §4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportRequest {
+    application_id: i64,
+    range: TimeRange,
+    date_dimension: DateDimension,
+    fields: Vec<Field>,
+    filters: Vec<Filter>,
+    limit: Option<u64>,
+    use_utf8_bom: bool,
+    skip_unavailable_shards: bool,
+    parts: Option<Parts>,
+}
+
+const PARAMETERS: [&str; 10] = [
+    "application_id",
+    "date_since",
+    "date_until",
+    "fields",
+    "date_dimension",
+    "limit",
+    "use_utf8_bom",
+    "skip_unavailable_shards",
+    "parts_count",
+    "part_number",
+];
+
+impl ExportRequest {
+    /// Parses and validates a raw query string such as
+    /// `application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error_id,os_name`.
+    pub fn parse(query: &str, policy: &RequestPolicy) -> Result<ExportRequest, RequestError> {
+        ExportRequest::from_pairs(&QueryPairs::parse(query)?, policy)
+    }
+
+    /// Validates decoded pairs.
+    pub fn from_pairs(pairs: &QueryPairs, policy: &RequestPolicy) -> Result<ExportRequest, RequestError> {
+        let mut filters = Vec::new();
+        for (name, value) in pairs.iter() {
+            if let Some(field) = Field::from_name(name) {
+                if field != Field::APPLICATION_ID {
+                    filters.push(Filter { field, value: parse_filter_value(field, value)? });
+                }
+            } else if !PARAMETERS.contains(&name) {
+                return Err(unknown_parameter(name));
+            }
+        }
+
+        let application_id = parse_i64("application_id", required(pairs, "application_id")?)?;
+        let since = parse_datetime("date_since", required(pairs, "date_since")?, false)?;
+        let until = parse_datetime("date_until", required(pairs, "date_until")?, true)?;
+        if since > until {
+            return Err(RequestError::new(
+                "date_since",
+                format!("({since}) is after date_until ({until}); the range must not be empty"),
+            ));
+        }
+        let range = TimeRange { since: since.and_utc().timestamp(), until: until.and_utc().timestamp() };
+        let fields = parse_fields(required(pairs, "fields")?)?;
+        let date_dimension = match pairs.get("date_dimension") {
+            None | Some("default") => DateDimension::Default,
+            Some("receive") => DateDimension::Receive,
+            Some(other) => {
+                return Err(RequestError::new(
+                    "date_dimension",
+                    format!("is `{other}`; allowed values: `default`, `receive`"),
+                ));
+            }
+        };
+        let limit = parse_limit(pairs.get("limit"), policy)?;
+        let use_utf8_bom = parse_bool("use_utf8_bom", pairs.get("use_utf8_bom"))?;
+        let skip_unavailable_shards =
+            parse_bool("skip_unavailable_shards", pairs.get("skip_unavailable_shards"))?;
+        let parts = parse_parts(pairs.get("parts_count"), pairs.get("part_number"))?;
+
+        Ok(ExportRequest {
+            application_id,
+            range,
+            date_dimension,
+            fields,
+            filters,
+            limit,
+            use_utf8_bom,
+            skip_unavailable_shards,
+            parts,
+        })
+    }
+
+    pub fn application_id(&self) -> i64 {
+        self.application_id
+    }
+
+    /// The inclusive range of Unix seconds, in the time given by [`Self::date_dimension`].
+    pub fn range(&self) -> TimeRange {
+        self.range
+    }
+
+    pub fn date_dimension(&self) -> DateDimension {
+        self.date_dimension
+    }
+
+    /// The output columns, in order.
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// The equality filters, in the order given.
+    pub fn filters(&self) -> &[Filter] {
+        &self.filters
+    }
+
+    /// The maximum number of rows to export (`None`: all).
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    pub fn use_utf8_bom(&self) -> bool {
+        self.use_utf8_bom
+    }
+
+    pub fn skip_unavailable_shards(&self) -> bool {
+        self.skip_unavailable_shards
+    }
+
+    pub fn parts(&self) -> Option<Parts> {
+        self.parts
+    }
+}
+
+impl TryFrom<&QueryPairs> for ExportRequest {
+    type Error = RequestError;
+
+    /// Validates with the default policy (no maximum `limit`).
+    fn try_from(pairs: &QueryPairs) -> Result<ExportRequest, RequestError> {
+        ExportRequest::from_pairs(pairs, &RequestPolicy::default())
+    }
+}
+
+fn required<'a>(pairs: &'a QueryPairs, name: &str) -> Result<&'a str, RequestError> {
+    pairs.get(name).ok_or_else(|| RequestError::new(name, "is required"))
+}
+
+fn unknown_parameter(name: &str) -> RequestError {
+    let known = PARAMETERS.iter().copied().chain(Field::all().map(Field::name));
+    let suggestion = known
+        .map(|k| (edit_distance(name, k), k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default();
+    RequestError::new(
+        name,
+        format!(
+            "is not a known parameter{suggestion}; allowed: {} or a field name used as an equality filter ({})",
+            PARAMETERS.join(", "),
+            field_names()
+        ),
+    )
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+fn parse_i64(name: &str, value: &str) -> Result<i64, RequestError> {
+    value.parse::<i64>().map_err(|_| {
+        RequestError::new(
+            name,
+            format!("is `{}`; expected an integer from {} to {}", truncate(value), i64::MIN, i64::MAX),
+        )
+    })
+}
+
+fn parse_filter_value(field: Field, value: &str) -> Result<FilterValue, RequestError> {
+    Ok(match field.field_type() {
+        FieldType::String => FilterValue::String(value.to_owned()),
+        FieldType::Int64 => FilterValue::Int64(parse_i64(field.name(), value)?),
+        FieldType::UInt64 => FilterValue::UInt64(value.parse::<u64>().map_err(|_| {
+            RequestError::new(
+                field.name(),
+                format!("is `{}`; expected an integer from 0 to {}", truncate(value), u64::MAX),
+            )
+        })?),
+    })
+}
+
+/// Parses `yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd`; a date alone means the day's first second,
+/// or its last when `end_of_day`.
+fn parse_datetime(name: &str, value: &str, end_of_day: bool) -> Result<NaiveDateTime, RequestError> {
+    let invalid = || {
+        RequestError::new(
+            name,
+            format!(
+                "is `{}`; expected a valid UTC date and time as `yyyy-mm-dd hh:mm:ss` or a date as `yyyy-mm-dd`",
+                truncate(value)
+            ),
+        )
+    };
+    let b = value.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<u32> {
+        let s = b.get(range)?;
+        if s.iter().all(u8::is_ascii_digit) { std::str::from_utf8(s).ok()?.parse().ok() } else { None }
+    };
+    let shape_ok = matches!(b.len(), 10 | 19)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b.len() == 10 || (b[10] == b' ' && b[13] == b':' && b[16] == b':'));
+    if !shape_ok {
+        return Err(invalid());
+    }
+    let date = NaiveDate::from_ymd_opt(
+        digits(0..4).ok_or_else(invalid)? as i32,
+        digits(5..7).ok_or_else(invalid)?,
+        digits(8..10).ok_or_else(invalid)?,
+    )
+    .ok_or_else(invalid)?;
+    let time = if b.len() == 10 {
+        if end_of_day { NaiveTime::from_hms_opt(23, 59, 59) } else { NaiveTime::from_hms_opt(0, 0, 0) }
+    } else {
+        NaiveTime::from_hms_opt(
+            digits(11..13).ok_or_else(invalid)?,
+            digits(14..16).ok_or_else(invalid)?,
+            digits(17..19).ok_or_else(invalid)?,
+        )
+    }
+    .ok_or_else(invalid)?;
+    Ok(date.and_time(time))
+}
+
+fn parse_fields(value: &str) -> Result<Vec<Field>, RequestError> {
+    let mut fields = Vec::new();
+    for name in value.split(',').map(str::trim) {
+        if name.is_empty() {
+            return Err(RequestError::new(
+                "fields",
+                format!("contains an empty name; give a comma-separated list of: {}", field_names()),
+            ));
+        }
+        let field = Field::from_name(name).ok_or_else(|| {
+            RequestError::new(
+                "fields",
+                format!("contains `{}`, which is not a field; allowed: {}", truncate(name), field_names()),
+            )
+        })?;
+        if fields.contains(&field) {
+            return Err(RequestError::new("fields", format!("names `{name}` more than once")));
+        }
+        fields.push(field);
+    }
+    Ok(fields)
+}
+
+fn parse_limit(value: Option<&str>, policy: &RequestPolicy) -> Result<Option<u64>, RequestError> {
+    let Some(value) = value else {
+        return Ok(policy.max_limit);
+    };
+    let limit = value.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+        let max = policy.max_limit.map_or(u64::MAX, |m| m);
+        RequestError::new(
+            "limit",
+            format!("is `{}`; expected a whole number from 1 to {max}", truncate(value)),
+        )
+    })?;
+    match policy.max_limit {
+        Some(max) if limit > max => Err(RequestError::new(
+            "limit",
+            format!("is {limit}, above this service's maximum of {max}; give a limit from 1 to {max}"),
+        )),
+        _ => Ok(Some(limit)),
+    }
+}
+
+fn parse_bool(name: &str, value: Option<&str>) -> Result<bool, RequestError> {
+    match value {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") => Ok(true),
+        Some(other) => Err(RequestError::new(
+            name,
+            format!("is `{}`; allowed values: `true`, `false`, `1`, `0`", truncate(other)),
+        )),
+    }
+}
+
+fn parse_parts(count: Option<&str>, number: Option<&str>) -> Result<Option<Parts>, RequestError> {
+    let (count, number) = match (count, number) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            return Err(RequestError::new("part_number", "is required when parts_count is given"));
+        }
+        (None, Some(_)) => {
+            return Err(RequestError::new("parts_count", "is required when part_number is given"));
+        }
+        (Some(c), Some(n)) => (c, n),
+    };
+    let count = count.parse::<u32>().ok().filter(|c| (1..=MAX_PARTS).contains(c)).ok_or_else(|| {
+        RequestError::new(
+            "parts_count",
+            format!("is `{}`; expected a whole number from 1 to {MAX_PARTS}", truncate(count)),
+        )
+    })?;
+    let number = number.parse::<u32>().ok().filter(|n| *n < count).ok_or_else(|| {
+        RequestError::new(
+            "part_number",
+            format!(
+                "is `{}`; expected a whole number from 0 to {} (parts are numbered from 0)",
+                truncate(number),
+                count - 1
+            ),
+        )
+    })?;
+    Ok(Some(Parts { count, number }))
+}
+
+/// Quotes a value back in an error message: at most 64 characters, control characters
+/// escaped, so that a huge or hostile parameter cannot make a huge or multi-line error.
+fn truncate(value: &str) -> String {
+    const MAX: usize = 64;
+    let mut out = String::new();
+    for (i, c) in value.chars().enumerate() {
+        if i == MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

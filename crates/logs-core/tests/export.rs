@@ -1,0 +1,258 @@
+//! Engine behaviour on real files: pruning, unreadable files, schema drift, parts.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, DictionaryArray, Int32Array, LargeStringArray, StringArray, UInt64Array,
+};
+use datafusion::arrow::datatypes::Int8Type;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::parquet::arrow::ArrowWriter;
+use futures::StreamExt;
+use logs_core::{Engine, EngineConfig, Error};
+use support::*;
+
+const DAY1: &str = "application_id=1001&date_since=2026-10-02&date_until=2026-10-02";
+
+fn corrupt(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, b"PAR1 this is not a parquet file").unwrap();
+}
+
+#[tokio::test]
+async fn a_one_day_export_reads_only_that_days_folder_of_that_application() {
+    let dir = generate(3000, 5);
+    let root = data_root(&dir);
+    // Unreadable files everywhere else: reading any of them would fail the export.
+    corrupt(&root.join("application_id=1002/date=2026-10-02/bad.parquet"));
+    corrupt(&root.join("application_id=1001/date=2026-10-03/bad.parquet"));
+    corrupt(&root.join("application_id=1001/date=2026-10-01/bad.parquet"));
+    let engine = engine(&root);
+    let request = request(&format!("{DAY1}&fields=error_id"));
+    let mut export = engine.export(&request).await.unwrap();
+    let selection = export.selection().clone();
+    assert!(!selection.files.is_empty());
+    for file in &selection.files {
+        assert!(
+            file.path.starts_with(root.join("application_id=1001/date=2026-10-02")),
+            "{}",
+            file.path.display()
+        );
+    }
+    assert_eq!(selection.date_folders, 5);
+    assert_eq!(selection.date_folders_pruned, 4);
+    assert!(selection.skipped.is_empty());
+    let mut rows = 0;
+    while let Some(batch) = export.next().await {
+        rows += batch.unwrap().num_rows();
+    }
+    let records = read_all(&root);
+    assert_eq!(rows, records.answer(&request).len());
+    assert!(rows > 0);
+}
+
+#[tokio::test]
+async fn row_groups_are_pruned_by_statistics_and_bloom_filters() {
+    let dir = generate(20_000, 2);
+    let root = data_root(&dir);
+    let engine = engine(&root);
+    // Files are sorted by error_timestamp with 512-row groups: one hour skips most groups.
+    let hour = request(
+        "application_id=1001&date_since=2026-10-01+10:00:00&date_until=2026-10-01+10:59:59&fields=error_id",
+    );
+    let mut export = engine.export(&hour).await.unwrap();
+    while let Some(batch) = export.next().await {
+        batch.unwrap();
+    }
+    let by_statistics = export.pruning("row_groups_pruned_statistics").unwrap();
+    assert!(by_statistics.pruned >= by_statistics.matched * 4, "{by_statistics:?}\n{}", export.explain());
+    assert!(by_statistics.matched >= 1, "{by_statistics:?}");
+    let explain = export.explain();
+    assert!(explain.contains("row_groups_pruned_statistics"), "{explain}");
+
+    // An error id that exists nowhere but sorts among the real ones: the bloom filters rule
+    // out the row groups that min/max statistics cannot.
+    let ids = sorted(
+        engine_rows(
+            &engine,
+            &request("application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id"),
+        )
+        .await,
+    );
+    let middle = ids[ids.len() / 2][0].clone().unwrap();
+    let missing = request(&format!(
+        "application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id&error_id={middle}0"
+    ));
+    let mut export = engine.export(&missing).await.unwrap();
+    assert!(export.next().await.is_none());
+    let bloom = export.pruning("row_groups_pruned_bloom_filter").unwrap();
+    assert!(bloom.pruned > 0 && bloom.matched == 0, "{bloom:?}\n{}", export.explain());
+}
+
+#[tokio::test]
+async fn receive_dimension_prunes_files_by_footer_statistics() {
+    let dir = generate(3000, 5);
+    let root = data_root(&dir);
+    let engine = engine(&root);
+    let request = request(
+        "application_id=1001&date_since=2026-10-02&date_until=2026-10-02&fields=error_id&date_dimension=receive",
+    );
+    let rows = engine_rows(&engine, &request).await;
+    let export = engine.export(&request).await.unwrap();
+    let s = export.selection();
+    assert_eq!(s.date_folders_pruned, 0, "receive times do not follow the date folders");
+    assert!(s.files_pruned_by_statistics > 0, "{s:?}");
+    assert_eq!(sorted(rows), sorted(read_all(&root).answer(&request)));
+}
+
+#[tokio::test]
+async fn an_unreadable_file_fails_the_export_naming_it_unless_skipping_is_asked_for() {
+    let dir = generate(2000, 3);
+    let root = data_root(&dir);
+    let bad = root.join("application_id=1001/date=2026-10-02/zz-corrupt.parquet");
+    corrupt(&bad);
+    let empty = root.join("application_id=1001/date=2026-10-02/zz-empty.parquet");
+    std::fs::write(&empty, b"").unwrap();
+    let engine = engine(&root);
+
+    let query = format!("{DAY1}&fields=error_id,os_name");
+    match engine.export(&request(&query)).await {
+        Err(Error::Storage { path: Some(path), .. }) => {
+            assert!(path == bad || path == empty, "{}", path.display())
+        }
+        other => panic!("expected a storage error naming the file, got {other:?}"),
+    }
+
+    let request = request(&format!("{query}&skip_unavailable_shards=true"));
+    let rows = engine_rows(&engine, &request).await;
+    let export = engine.export(&request).await.unwrap();
+    let mut skipped: Vec<_> = export.selection().skipped.iter().map(|s| s.path.clone()).collect();
+    skipped.sort();
+    assert_eq!(skipped, [bad, empty]);
+    assert_eq!(sorted(rows), sorted(read_all(&root).answer(&request)));
+}
+
+#[tokio::test]
+async fn files_that_are_not_parquet_data_are_ignored() {
+    let dir = generate(1000, 2);
+    let root = data_root(&dir);
+    let day = root.join("application_id=1001/date=2026-10-02");
+    std::fs::write(day.join("_SUCCESS"), b"").unwrap();
+    std::fs::write(day.join("part-9.parquet.tmp"), b"garbage").unwrap();
+    std::fs::write(day.join(".part-9.parquet"), b"garbage").unwrap();
+    std::fs::create_dir_all(root.join("application_id=1001/date=not-a-date")).unwrap();
+    std::fs::write(root.join("README.txt"), b"hello").unwrap();
+    let engine = engine(&root);
+    let request = request(&format!("{DAY1}&fields=error_id"));
+    assert_eq!(sorted(engine_rows(&engine, &request).await), sorted(read_all(&root).answer(&request)));
+    assert_eq!(engine.catalog().applications().unwrap(), [1001, 1002, 1003]);
+}
+
+#[tokio::test]
+async fn other_writers_types_and_missing_columns_are_read() {
+    // A file as another tool might write it: Int32 mcc, LargeUtf8 and dictionary strings,
+    // an extra column, and most columns missing.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("application_id=5/date=2026-10-01");
+    std::fs::create_dir_all(&folder).unwrap();
+    let ts = 1_790_812_800i64 + 3600;
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("error_timestamp", Arc::new(datafusion::arrow::array::Int64Array::from(vec![ts, ts + 1, ts + 2]))),
+        ("mcc", Arc::new(Int32Array::from(vec![Some(250), None, Some(-1)]))),
+        ("os_name", Arc::new(DictionaryArray::<Int8Type>::from_iter([Some("ios"), Some("android"), None]))),
+        ("city", Arc::new(LargeStringArray::from(vec![Some("Zürich"), Some(""), None]))),
+        ("service_device_id", Arc::new(UInt64Array::from(vec![u64::MAX, 1, 2]))),
+        ("something_else", Arc::new(StringArray::from(vec!["x", "y", "z"]))),
+    ];
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let file = std::fs::File::create(folder.join("other.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+
+    let engine =
+        Engine::open(dir.path(), EngineConfig { target_partitions: 1, ..Default::default() }).unwrap();
+    let request = request(
+        "application_id=5&date_since=2026-10-01&date_until=2026-10-01\
+         &fields=mcc,os_name,city,service_device_id,error_id,application_id",
+    );
+    let rows = engine_rows(&engine, &request).await;
+    let s = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        rows,
+        [
+            vec![s("250"), s("ios"), s("Zürich"), s("18446744073709551615"), None, s("5")],
+            vec![None, s("android"), s(""), s("1"), None, s("5")],
+            vec![s("-1"), None, None, s("2"), None, s("5")],
+        ]
+    );
+    let filtered = engine_rows(
+        &engine,
+        &support::request(
+            "application_id=5&date_since=2026-10-01&date_until=2026-10-01&fields=city&mcc=250&os_name=ios",
+        ),
+    )
+    .await;
+    assert_eq!(filtered, [vec![s("Zürich")]]);
+}
+
+#[tokio::test]
+async fn parts_are_disjoint_and_make_the_whole_export() {
+    let dir = generate(3000, 3);
+    let root = data_root(&dir);
+    let engine = engine(&root);
+    let base = "application_id=1001&date_since=2026-10-01&date_until=2026-10-03\
+                &fields=error_timestamp,error_receive_timestamp,service_device_id,error_id,os_name";
+    let whole = sorted(engine_rows(&engine, &request(base)).await);
+    assert!(whole.len() > 100);
+    for count in [1u32, 2, 3, 7] {
+        let mut union = Vec::new();
+        for number in 0..count {
+            let part =
+                engine_rows(&engine, &request(&format!("{base}&parts_count={count}&part_number={number}")))
+                    .await;
+            if count > 1 {
+                assert!(part.len() < whole.len(), "part {number} of {count} is the whole export");
+            }
+            union.extend(part);
+        }
+        assert_eq!(sorted(union), whole, "the {count} parts must add up to the export exactly once");
+    }
+}
+
+#[tokio::test]
+async fn unknown_application_exports_nothing_and_a_missing_root_is_a_storage_error() {
+    let dir = generate(500, 2);
+    let engine = engine(&data_root(&dir));
+    let rows = engine_rows(
+        &engine,
+        &request("application_id=77&date_since=2026-10-01&date_until=2026-10-02&fields=error"),
+    )
+    .await;
+    assert!(rows.is_empty());
+    match Engine::open(dir.path().join("nope"), EngineConfig::default()) {
+        Err(Error::Storage { path: Some(p), .. }) => assert!(p.ends_with("nope")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_operator_maximum_limits_an_export_without_limit() {
+    let dir = generate(2000, 2);
+    let engine =
+        Engine::open(data_root(&dir), EngineConfig { max_limit: Some(7), ..Default::default() }).unwrap();
+    let request = engine
+        .parse_request("application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id")
+        .unwrap();
+    assert_eq!(request.limit(), Some(7));
+    assert_eq!(engine_rows(&engine, &request).await.len(), 7);
+    let err = engine
+        .parse_request(
+            "application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id&limit=8",
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("maximum of 7"), "{err}");
+}

@@ -1,0 +1,137 @@
+//! The engine agrees with an independent row-by-row oracle on many random requests.
+
+mod support;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use support::*;
+
+const APPS: [i64; 4] = [1001, 1002, 1003, 4242];
+const FIELDS: [&str; 30] = [
+    "error",
+    "error_datetime",
+    "error_id",
+    "error_json",
+    "error_name",
+    "error_receive_datetime",
+    "error_receive_timestamp",
+    "error_timestamp",
+    "service_device_id",
+    "city",
+    "connection_type",
+    "country_iso_code",
+    "device_ipv6",
+    "device_locale",
+    "device_manufacturer",
+    "device_model",
+    "device_type",
+    "google_aid",
+    "ios_ifa",
+    "ios_ifv",
+    "mcc",
+    "mnc",
+    "operator_name",
+    "os_name",
+    "os_version",
+    "profile_id",
+    "windows_aid",
+    "app_package_name",
+    "app_version_name",
+    "application_id",
+];
+const FILTERABLE: [&str; 10] = [
+    "os_name",
+    "error_id",
+    "mcc",
+    "service_device_id",
+    "city",
+    "device_type",
+    "connection_type",
+    "app_version_name",
+    "error_name",
+    "error_timestamp",
+];
+
+fn random_query(rng: &mut StdRng, records: &Records) -> String {
+    let app = APPS[rng.random_range(0..APPS.len())];
+    let day = |rng: &mut StdRng| rng.random_range(0..7u32);
+    let (a, b) = (day(rng), day(rng));
+    let (first, last) = (a.min(b), a.max(b));
+    let date = |d: u32| format!("2026-10-{:02}", d + 1);
+    let (since, until) = if rng.random_bool(0.5) {
+        (date(first), date(last))
+    } else {
+        let h1 = rng.random_range(0..24);
+        let h2 = if first == last { rng.random_range(h1..24) } else { rng.random_range(0..24) };
+        (
+            format!("{}+{h1:02}:{:02}:00", date(first), rng.random_range(0..60)),
+            format!("{}+{h2:02}:59:59", date(last)),
+        )
+    };
+    let mut fields: Vec<&str> = Vec::new();
+    for _ in 0..rng.random_range(1..7) {
+        let f = FIELDS[rng.random_range(0..FIELDS.len())];
+        if !fields.contains(&f) {
+            fields.push(f);
+        }
+    }
+    let mut query =
+        format!("application_id={app}&date_since={since}&date_until={until}&fields={}", fields.join(","));
+    if rng.random_bool(0.4) {
+        query.push_str("&date_dimension=receive");
+    }
+    // Filters take their values from a real record of the application, so they match something.
+    let candidates: Vec<_> = records.rows.iter().filter(|(a, _)| *a == app).collect();
+    if !candidates.is_empty() {
+        let (_, row) = candidates[rng.random_range(0..candidates.len())];
+        for _ in 0..rng.random_range(0..3) {
+            let name = FILTERABLE[rng.random_range(0..FILTERABLE.len())];
+            if query.contains(&format!("&{name}=")) {
+                continue;
+            }
+            if let Some(Some(value)) = row.iter().find(|(n, _)| n == name).map(|(_, v)| v) {
+                let encoded: String = value.bytes().map(|b| format!("%{b:02X}")).collect();
+                query.push_str(&format!("&{name}={encoded}"));
+            }
+        }
+    }
+    if rng.random_bool(0.3) {
+        query.push_str(&format!("&limit={}", rng.random_range(1..200)));
+    }
+    if rng.random_bool(0.15) {
+        let count = rng.random_range(1..5);
+        query.push_str(&format!("&parts_count={count}&part_number={}", rng.random_range(0..count)));
+    }
+    query
+}
+
+async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usize) {
+    let engine = engine(root);
+    let records = read_all(root);
+    assert!(!records.rows.is_empty());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut non_empty = 0;
+    for _ in 0..requests {
+        let query = random_query(&mut rng, &records);
+        let request = request(&query);
+        let expected = records.answer(&request);
+        non_empty += usize::from(!expected.is_empty());
+        let got = engine_rows(&engine, &request).await;
+        assert_matches_oracle(&query, &request, got, expected);
+    }
+    assert!(
+        non_empty >= requests / 3,
+        "only {non_empty} of {requests} requests matched rows: the test is too weak"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_agrees_with_the_oracle_on_a_generated_dataset() {
+    let dir = generate(6000, 7);
+    check_random_requests(&data_root(&dir), 1, 150).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_agrees_with_the_oracle_on_the_bundled_testdata() {
+    check_random_requests(&testdata(), 2, 150).await;
+}

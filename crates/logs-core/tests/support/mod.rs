@@ -1,0 +1,206 @@
+//! Test support: generated datasets, and an independent oracle that answers export requests
+//! by reading every Parquet file with the `parquet` crate and filtering row by row.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use futures::StreamExt;
+use logs_core::part::record_part;
+use logs_core::{Engine, EngineConfig, ExportRequest, Field, FilterValue};
+
+/// A row as text: `None` for null. Integers in decimal.
+pub type Row = Vec<Option<String>>;
+
+/// A generated dataset: 3 applications, `days` days from 2026-10-01, small row groups so that
+/// statistics can prune.
+pub fn generate(rows: u64, days: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = logs_generate::GenerateOptions::new(dir.path().join("data"));
+    options.rows = rows;
+    options.days = days;
+    options.seed = 7;
+    options.row_group_rows = 512;
+    options.threads = 2;
+    logs_generate::generate(&options).unwrap();
+    dir
+}
+
+pub fn data_root(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("data")
+}
+
+/// The bundled test dataset.
+pub fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
+}
+
+pub fn engine(root: &Path) -> Engine {
+    Engine::open(root, EngineConfig { target_partitions: 2, batch_size: 1000, ..EngineConfig::default() })
+        .unwrap()
+}
+
+pub fn request(query: &str) -> ExportRequest {
+    ExportRequest::parse(query, &Default::default()).unwrap_or_else(|e| panic!("{query}: {e}"))
+}
+
+/// Runs the export and returns its rows as text.
+pub async fn engine_rows(engine: &Engine, request: &ExportRequest) -> Vec<Row> {
+    let mut export = engine.export(request).await.unwrap();
+    let names: Vec<_> = export.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let expected: Vec<_> = request.fields().iter().map(|f| f.name().to_owned()).collect();
+    assert_eq!(names, expected, "output columns must be the requested fields, in order");
+    let mut rows = Vec::new();
+    while let Some(batch) = export.next().await {
+        rows.extend(batch_rows(&batch.unwrap()));
+    }
+    rows
+}
+
+/// Every row of a batch as text.
+pub fn batch_rows(batch: &RecordBatch) -> Vec<Row> {
+    let columns: Vec<ArrayRef> = batch.columns().iter().map(|c| cast(c, &DataType::Utf8).unwrap()).collect();
+    (0..batch.num_rows())
+        .map(|i| {
+            columns.iter().map(|c| c.is_valid(i).then(|| c.as_string::<i32>().value(i).to_owned())).collect()
+        })
+        .collect()
+}
+
+/// Every record of the dataset: (application id from the path, the 29 file fields by name).
+pub struct Records {
+    pub rows: Vec<(i64, Vec<(String, Option<String>)>)>,
+}
+
+/// Reads every readable `*.parquet` file below `root` (all applications, all dates: the oracle
+/// prunes nothing).
+pub fn read_all(root: &Path) -> Records {
+    let mut rows = Vec::new();
+    for path in parquet_files(root) {
+        let app: i64 = path
+            .components()
+            .find_map(|c| c.as_os_str().to_str()?.strip_prefix("application_id=")?.parse().ok())
+            .unwrap();
+        let Ok(file) = std::fs::File::open(&path) else { continue };
+        let Ok(builder) = ParquetRecordBatchReaderBuilder::try_new(file) else { continue };
+        for batch in builder.build().unwrap() {
+            let batch = batch.unwrap();
+            let names: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+            for row in batch_rows(&batch) {
+                rows.push((app, names.iter().cloned().zip(row).collect()));
+            }
+        }
+    }
+    Records { rows }
+}
+
+pub fn parquet_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                stack.push(path);
+            } else if name.ends_with(".parquet") && !name.starts_with('.') && !name.starts_with('_') {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+impl Records {
+    fn value<'a>(row: &'a [(String, Option<String>)], name: &str) -> Option<&'a str> {
+        row.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.as_deref())
+    }
+
+    /// The rows `request` should export, before its limit, as text.
+    pub fn answer(&self, request: &ExportRequest) -> Vec<Row> {
+        let range = request.range();
+        let time_field = request.date_dimension().timestamp_field().name();
+        self.rows
+            .iter()
+            .filter(|(app, row)| {
+                if *app != request.application_id() {
+                    return false;
+                }
+                let Some(t) = Self::value(row, time_field).map(|v| v.parse::<i64>().unwrap()) else {
+                    return false;
+                };
+                if t < range.since || t > range.until {
+                    return false;
+                }
+                let filters_match = request.filters().iter().all(|f| {
+                    let wanted = match &f.value {
+                        FilterValue::String(s) => s.clone(),
+                        FilterValue::Int64(v) => v.to_string(),
+                        FilterValue::UInt64(v) => v.to_string(),
+                    };
+                    Self::value(row, f.field.name()) == Some(wanted.as_str())
+                });
+                let part_matches = request.parts().is_none_or(|parts| {
+                    let int = |name| Self::value(row, name).map(|v| v.parse::<i64>().unwrap());
+                    let part = record_part(
+                        int("error_timestamp"),
+                        int("error_receive_timestamp"),
+                        Self::value(row, "service_device_id").map(|v| v.parse::<u64>().unwrap()),
+                        Self::value(row, "error_id"),
+                        parts.count,
+                    );
+                    part == parts.number
+                });
+                filters_match && part_matches
+            })
+            .map(|(app, row)| {
+                request
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        if *f == Field::APPLICATION_ID {
+                            Some(app.to_string())
+                        } else {
+                            Self::value(row, f.name()).map(str::to_owned)
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Sorts rows so that two multisets compare equal exactly when they are.
+pub fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
+    rows.sort();
+    rows
+}
+
+/// Checks `engine_rows` against the oracle's answer: equal multisets, or with a limit, a
+/// sub-multiset of the right size.
+#[track_caller]
+pub fn assert_matches_oracle(query: &str, request: &ExportRequest, got: Vec<Row>, expected: Vec<Row>) {
+    let got = sorted(got);
+    let expected = sorted(expected);
+    match request.limit() {
+        None => {
+            assert!(got == expected, "{query}: engine {} rows, oracle {} rows", got.len(), expected.len())
+        }
+        Some(limit) => {
+            assert_eq!(got.len() as u64, (expected.len() as u64).min(limit), "{query}");
+            let mut remaining = expected;
+            for row in got {
+                let i = remaining
+                    .binary_search(&row)
+                    .unwrap_or_else(|_| panic!("{query}: row {row:?} not in the oracle"));
+                remaining.remove(i);
+            }
+        }
+    }
+}
