@@ -52,8 +52,21 @@ const FILTERABLE: [&str; 10] = [
     "error_timestamp",
 ];
 
+/// The `yyyy-mm-dd hh:mm:ss` of a random record of `app`, in the chosen dimension.
+fn exact_time(rng: &mut StdRng, records: &Records, app: i64, receive: bool) -> Option<String> {
+    let name = if receive { "error_receive_datetime" } else { "error_datetime" };
+    let times: Vec<&String> = records
+        .rows
+        .iter()
+        .filter(|(a, _)| *a == app)
+        .filter_map(|(_, row)| row.iter().find(|(n, _)| n == name)?.1.as_ref())
+        .collect();
+    (!times.is_empty()).then(|| times[rng.random_range(0..times.len())].replace(' ', "+"))
+}
+
 fn random_query(rng: &mut StdRng, records: &Records) -> String {
     let app = APPS[rng.random_range(0..APPS.len())];
+    let receive = rng.random_bool(0.4);
     let day = |rng: &mut StdRng| rng.random_range(0..7u32);
     let (a, b) = (day(rng), day(rng));
     let (first, last) = (a.min(b), a.max(b));
@@ -67,6 +80,15 @@ fn random_query(rng: &mut StdRng, records: &Records) -> String {
             format!("{}+{h1:02}:{:02}:00", date(first), rng.random_range(0..60)),
             format!("{}+{h2:02}:59:59", date(last)),
         )
+    };
+    // Often, a bound falls exactly on a record's time: both ends are inclusive.
+    let (since, until) = match exact_time(rng, records, app, receive) {
+        Some(t) if rng.random_bool(0.5) => match rng.random_range(0..3) {
+            0 => (t.clone(), t),
+            1 => (t, "2026-10-09".to_owned()),
+            _ => ("2026-09-29".to_owned(), t),
+        },
+        _ => (since, until),
     };
     let mut fields: Vec<&str> = Vec::new();
     for _ in 0..rng.random_range(1..7) {
