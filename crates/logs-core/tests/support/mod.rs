@@ -72,9 +72,12 @@ pub fn batch_rows(batch: &RecordBatch) -> Vec<Row> {
         .collect()
 }
 
-/// Every record of the dataset: (application id from the path, the 29 file fields by name).
+/// A record as read from a file: (column name, value as text).
+pub type NamedRow = Vec<(String, Option<String>)>;
+
+/// Every record of the dataset: (application id from the path, the file's columns).
 pub struct Records {
-    pub rows: Vec<(i64, Vec<(String, Option<String>)>)>,
+    pub rows: Vec<(i64, NamedRow)>,
 }
 
 /// Reads every readable `*.parquet` file below `root` (all applications, all dates: the oracle

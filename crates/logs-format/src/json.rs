@@ -1,0 +1,177 @@
+//! JSON output: `{"data":[` records, one per line, `]}` (RFC 8259 string escaping).
+
+use std::io::Write;
+use std::ops::Range;
+
+use arrow::datatypes::Schema;
+use arrow::record_batch::RecordBatch;
+
+use crate::column::{Cell, Columns};
+use crate::output::Output;
+use crate::scan::{find_special, json_special, write_i64, write_u64};
+use crate::{BOM, EncoderOptions, FormatError};
+
+/// Streams record batches as one JSON object `{"data":[…]}` with one record object per line.
+/// See the [crate documentation](crate) for the exact rules.
+pub struct JsonEncoder<W: Write> {
+    output: Output<W>,
+    columns: Columns,
+    /// `"name":` for the first column and `,"name":` for the others, escaped once.
+    key_bytes: Vec<u8>,
+    keys: Vec<Range<usize>>,
+    rows: u64,
+}
+
+impl<W: Write> JsonEncoder<W> {
+    /// Prepares to write batches of `schema` to `writer`. Nothing is written yet.
+    pub fn new(writer: W, schema: &Schema, options: EncoderOptions) -> Result<Self, FormatError> {
+        let columns = Columns::new(schema)?;
+        let mut key_bytes = Vec::new();
+        let mut keys = Vec::new();
+        for (index, name) in columns.names().enumerate() {
+            let start = key_bytes.len();
+            if index > 0 {
+                key_bytes.push(b',');
+            }
+            write_string(&mut key_bytes, name.as_bytes());
+            key_bytes.push(b':');
+            keys.push(start..key_bytes.len());
+        }
+        let mut opening = Vec::new();
+        if options.bom {
+            opening.extend_from_slice(BOM);
+        }
+        opening.extend_from_slice(br#"{"data":["#);
+        Ok(JsonEncoder { output: Output::new(writer, opening), columns, key_bytes, keys, rows: 0 })
+    }
+
+    /// Encodes the rows of `batch`, writing the opening `{"data":[` first if this is the first
+    /// batch. If the batch does not fit the schema, an error is returned and nothing is encoded.
+    pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
+        let columns = self.columns.prepare(batch, write_value)?;
+        let output = &mut self.output;
+        output.start();
+        let mut separator: &[u8] = if self.rows == 0 { b"\n{" } else { b",\n{" };
+        for row in 0..batch.num_rows() {
+            output.buf.extend_from_slice(separator);
+            separator = b",\n{";
+            for (column, key) in columns.iter().zip(&self.keys) {
+                output.buf.extend_from_slice(&self.key_bytes[key.clone()]);
+                write_value(&mut output.buf, column.cell(row));
+            }
+            output.buf.push(b'}');
+            output.flush_if_full()?;
+        }
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Closes the array and the object, flushes everything and returns the writer.
+    pub fn finish(self) -> Result<W, FormatError> {
+        let trailer: &[u8] = if self.rows == 0 { b"]}\n" } else { b"\n]}\n" };
+        Ok(self.output.finish(trailer)?)
+    }
+
+    /// Bytes encoded so far, including those still buffered.
+    pub fn bytes_written(&self) -> u64 {
+        self.output.bytes_written()
+    }
+
+    /// Records encoded so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows
+    }
+}
+
+impl<W: Write> std::fmt::Debug for JsonEncoder<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonEncoder")
+            .field("output", &self.output)
+            .field("columns", &self.columns)
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Appends one JSON value.
+pub(crate) fn write_value(out: &mut Vec<u8>, cell: Cell<'_>) {
+    match cell {
+        Cell::Null => out.extend_from_slice(b"null"),
+        Cell::Text(text) => write_string(out, text),
+        Cell::Signed(value) => write_i64(out, value),
+        Cell::Unsigned(value) => write_u64(out, value),
+        Cell::Boolean(value) => out.extend_from_slice(if value { b"true" } else { b"false" }),
+        Cell::Float32(value) if value.is_finite() => crate::write_float(out, value),
+        Cell::Float64(value) if value.is_finite() => crate::write_float(out, value),
+        Cell::Float32(_) | Cell::Float64(_) => out.extend_from_slice(b"null"),
+        Cell::Rendered(bytes) => out.extend_from_slice(bytes),
+    }
+}
+
+/// Appends `text` (valid UTF-8) as a JSON string. Only `"`, `\` and U+0000..U+001F are
+/// escaped; every other character is copied as is.
+fn write_string(out: &mut Vec<u8>, text: &[u8]) {
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    let mut copied = 0;
+    while let Some(special) = find_special(text, copied, json_special) {
+        out.extend_from_slice(&text[copied..special]);
+        write_escape(out, text[special]);
+        copied = special + 1;
+    }
+    out.extend_from_slice(&text[copied..]);
+    out.push(b'"');
+}
+
+/// The letter of the two-character escape of each byte (`n` for LF: `\n`), or 0 where the
+/// byte takes the six-character form `\u00XX`. Only consulted for special bytes.
+const SHORT_ESCAPES: [u8; 256] = {
+    let mut table = [0; 256];
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[0x08] = b'b';
+    table[0x0C] = b'f';
+    table
+};
+
+#[inline]
+fn write_escape(out: &mut Vec<u8>, byte: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match SHORT_ESCAPES[usize::from(byte)] {
+        0 => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xF)],
+        ]),
+        letter => out.extend_from_slice(&[b'\\', letter]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(value: &str) -> String {
+        let mut out = Vec::new();
+        write_string(&mut out, value.as_bytes());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn escapes_per_rfc_8259() {
+        assert_eq!(string(""), r#""""#);
+        assert_eq!(string("plain"), r#""plain""#);
+        assert_eq!(string(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(string("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
+        assert_eq!(string("\u{0}\u{1}\u{1f}\u{1b}"), r#""\u0000\u0001\u001f\u001b""#);
+        assert_eq!(string("/\u{7f}\u{2028}é✓"), "\"/\u{7f}\u{2028}é✓\"");
+        let long = format!("{}\n{}\"", "x".repeat(30), "y".repeat(9));
+        assert_eq!(string(&long), format!("\"{}\\n{}\\\"\"", "x".repeat(30), "y".repeat(9)));
+    }
+}

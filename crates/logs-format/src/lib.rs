@@ -1,0 +1,286 @@
+//! Streaming encoders from Arrow [`RecordBatch`]es to CSV and JSON.
+//!
+//! An [`Encoder`] (or directly a [`CsvEncoder`] / [`JsonEncoder`]) writes into any
+//! [`std::io::Write`]: call [`Encoder::write_batch`] for each batch as it arrives and
+//! [`Encoder::finish`] at the end. Output collects in an internal buffer that is handed to the
+//! writer in chunks of about 1 MiB and at `finish`; dropping an encoder without calling
+//! `finish` loses what is still buffered. After an error the output is incomplete and the
+//! encoder should be dropped.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use arrow::array::{Int64Array, StringArray};
+//! use arrow::datatypes::{DataType, Field, Schema};
+//! use arrow::record_batch::RecordBatch;
+//! use logs_format::{Encoder, EncoderOptions, Format};
+//!
+//! let schema = Arc::new(Schema::new(vec![
+//!     Field::new("error_name", DataType::Utf8, true),
+//!     Field::new("error_timestamp", DataType::Int64, true),
+//! ]));
+//! let batch = RecordBatch::try_new(schema.clone(), vec![
+//!     Arc::new(StringArray::from(vec![Some("NullPointer, again"), None])),
+//!     Arc::new(Int64Array::from(vec![Some(1_700_000_000), None])),
+//! ])?;
+//!
+//! let mut csv = Encoder::new(Format::Csv, Vec::new(), &schema, EncoderOptions::default())?;
+//! csv.write_batch(&batch)?;
+//! let csv = csv.finish()?;
+//! assert_eq!(csv, b"error_name,error_timestamp\n\"NullPointer, again\",1700000000\n,\n");
+//!
+//! let mut json = Encoder::new(Format::Json, Vec::new(), &schema, EncoderOptions::default())?;
+//! json.write_batch(&batch)?;
+//! let json = json.finish()?;
+//! assert_eq!(
+//!     String::from_utf8(json)?,
+//!     "{\"data\":[\n\
+//!      {\"error_name\":\"NullPointer, again\",\"error_timestamp\":1700000000},\n\
+//!      {\"error_name\":null,\"error_timestamp\":null}\n\
+//!      ]}\n"
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Columns
+//!
+//! The schema given to `new` fixes the columns: their names (used verbatim, escaped as the
+//! format requires, in the CSV header and as JSON keys) and their order. Every batch must have
+//! the same number of columns ([`FormatError::SchemaMismatch`]) and each column must be of
+//! the same kind as its field — text, integer, boolean or float — though not necessarily of
+//! the same Arrow type: a dictionary-encoded batch column may stand for a `Utf8View` field
+//! ([`FormatError::ColumnTypeMismatch`]). A column of type `Null` fits any field.
+//!
+//! Supported types: `Utf8`, `LargeUtf8`, `Utf8View`; `Int8`…`Int64`, `UInt8`…`UInt64`; `Null`;
+//! `Boolean`, `Float32`, `Float64`; and `Dictionary` with any integer key type whose values
+//! are one of those. Any other type, in the schema or in a batch, is
+//! [`FormatError::UnsupportedType`], naming the column. Sliced arrays and null bitmaps are
+//! respected; a dictionary value that is null counts as a null.
+//!
+//! # Byte order mark
+//!
+//! With [`EncoderOptions::bom`], the bytes EF BB BF come first, in both formats.
+//!
+//! # CSV
+//!
+//! - A header row of the column names, then one line per row. Every line, the header and the
+//!   last row included, ends with LF (`\n`). Zero rows give the header alone.
+//! - RFC 4180 quoting: a value containing a comma, a double quote, CR or LF is enclosed in
+//!   double quotes, with each inner double quote doubled. Nothing else is quoted: leading and
+//!   trailing spaces, tabs and all other characters are written as they are. Column names in
+//!   the header follow the same rule.
+//! - A null is an empty cell. An empty string is written as `""`, so that it stays
+//!   distinguishable from a null (as DuckDB and PostgreSQL do).
+//! - Integers in decimal; booleans as `true`/`false`; floats in Rust's shortest round-trip
+//!   form (`0.1`, `1.0`, `1e300`), non-finite ones as `NaN`, `inf`, `-inf`.
+//!
+//! # JSON
+//!
+//! - One object: `{"data":[`, the records, `]}`, then a final `\n`. Each record sits on its own
+//!   line: the first is preceded by `\n`, each following one by `,\n`, and after the last comes
+//!   `\n]}\n`. Zero rows give `{"data":[]}` and `\n`.
+//! - A record is an object with one key per column, in schema order, without spaces:
+//!   `{"a":1,"b":"x"}`.
+//! - Strings are escaped per RFC 8259: `"` as `\"`, `\` as `\\`, the control characters
+//!   U+0000..U+001F as `\b` `\f` `\n` `\r` `\t` or `\u00XX` (lowercase hex). Everything else —
+//!   non-ASCII characters, `/`, U+007F, U+2028 — is written as UTF-8 as it is.
+//! - Integers are numbers, exact over the whole range (`u64::MAX` is
+//!   `18446744073709551615`). Null is `null`, booleans `true`/`false`. Finite floats are
+//!   numbers in Rust's shortest round-trip form; NaN and the infinities are `null`.
+//!
+//! The CSV header and the JSON opening are written with the first batch, or by `finish` if
+//! there is none; a batch that fails the checks above writes nothing.
+//!
+//! # Speed
+//!
+//! Values are appended to the buffer without any per-value allocation: integers through a
+//! two-digits-at-a-time formatter, text after a word-at-a-time scan for the bytes that need
+//! quoting or escaping (most values have none and are copied in one piece). Dictionary values
+//! are rendered once per batch; each row then copies the bytes of its key.
+
+mod column;
+mod csv;
+mod json;
+mod output;
+mod scan;
+
+use std::fmt;
+use std::io::Write;
+use std::str::FromStr;
+
+use arrow::datatypes::{DataType, Schema};
+use arrow::record_batch::RecordBatch;
+
+pub use crate::csv::CsvEncoder;
+pub use crate::json::JsonEncoder;
+
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// An output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Comma-separated values with a header row.
+    Csv,
+    /// One JSON object `{"data":[…]}`.
+    Json,
+}
+
+impl Format {
+    /// Every format, in a stable order.
+    pub const ALL: [Format; 2] = [Format::Csv, Format::Json];
+
+    /// The lowercase name, which is also the file extension: `csv` or `json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
+
+    /// The file extension, without a dot.
+    pub fn extension(self) -> &'static str {
+        self.as_str()
+    }
+
+    /// The value of the HTTP `Content-Type` header.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Json => "application/json; charset=utf-8",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = ParseFormatError;
+
+    /// Parses `csv` or `json` (lowercase, as in the export URL).
+    fn from_str(s: &str) -> Result<Format, ParseFormatError> {
+        Format::ALL
+            .into_iter()
+            .find(|format| format.as_str() == s)
+            .ok_or_else(|| ParseFormatError(s.to_owned()))
+    }
+}
+
+/// A format name that is neither `csv` nor `json`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format `{0}`: expected `csv` or `json`")]
+pub struct ParseFormatError(pub String);
+
+/// Options that apply to both formats. Build with `EncoderOptions::default()` and struct
+/// update syntax or [`EncoderOptions::with_bom`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncoderOptions {
+    /// Start the output with the UTF-8 byte order mark EF BB BF.
+    pub bom: bool,
+}
+
+impl EncoderOptions {
+    /// These options with `bom` set.
+    pub fn with_bom(mut self, bom: bool) -> EncoderOptions {
+        self.bom = bom;
+        self
+    }
+}
+
+/// Why encoding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// The writer failed.
+    #[error("writing the output failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// A column's type cannot be encoded.
+    #[error("column `{column}` has type {data_type}, which cannot be exported")]
+    UnsupportedType { column: String, data_type: DataType },
+    /// A record batch has a different number of columns than the schema.
+    #[error("record batch has {found} columns but the schema has {expected}")]
+    SchemaMismatch { expected: usize, found: usize },
+    /// A column of a record batch holds a different kind of value than its schema field.
+    #[error("column `{column}` has type {found} in the record batch but {expected} in the schema")]
+    ColumnTypeMismatch { column: String, expected: DataType, found: DataType },
+}
+
+/// Either encoder, chosen at run time by [`Format`].
+#[derive(Debug)]
+pub struct Encoder<W: Write> {
+    inner: Inner<W>,
+}
+
+#[derive(Debug)]
+enum Inner<W: Write> {
+    Csv(CsvEncoder<W>),
+    Json(JsonEncoder<W>),
+}
+
+impl<W: Write> Encoder<W> {
+    /// Prepares to write batches of `schema` to `writer` in `format`. Nothing is written yet;
+    /// fails if a field has an unsupported type.
+    pub fn new(
+        format: Format,
+        writer: W,
+        schema: &Schema,
+        options: EncoderOptions,
+    ) -> Result<Self, FormatError> {
+        let inner = match format {
+            Format::Csv => Inner::Csv(CsvEncoder::new(writer, schema, options)?),
+            Format::Json => Inner::Json(JsonEncoder::new(writer, schema, options)?),
+        };
+        Ok(Encoder { inner })
+    }
+
+    /// The format being written.
+    pub fn format(&self) -> Format {
+        match self.inner {
+            Inner::Csv(_) => Format::Csv,
+            Inner::Json(_) => Format::Json,
+        }
+    }
+
+    /// Encodes the rows of `batch`. If the batch does not fit the schema, an error is returned
+    /// and nothing is encoded.
+    pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
+        match &mut self.inner {
+            Inner::Csv(encoder) => encoder.write_batch(batch),
+            Inner::Json(encoder) => encoder.write_batch(batch),
+        }
+    }
+
+    /// Writes the rest of the output (header if no batch came, trailer), flushes and returns
+    /// the writer.
+    pub fn finish(self) -> Result<W, FormatError> {
+        match self.inner {
+            Inner::Csv(encoder) => encoder.finish(),
+            Inner::Json(encoder) => encoder.finish(),
+        }
+    }
+
+    /// Bytes encoded so far, including those still buffered; after `finish` this is the
+    /// length of the output.
+    pub fn bytes_written(&self) -> u64 {
+        match &self.inner {
+            Inner::Csv(encoder) => encoder.bytes_written(),
+            Inner::Json(encoder) => encoder.bytes_written(),
+        }
+    }
+
+    /// Rows encoded so far.
+    pub fn rows_written(&self) -> u64 {
+        match &self.inner {
+            Inner::Csv(encoder) => encoder.rows_written(),
+            Inner::Json(encoder) => encoder.rows_written(),
+        }
+    }
+}
+
+/// Appends a float in Rust's shortest round-trip form (`Debug`: `0.1`, `1.0`, `1e300`).
+fn write_float(out: &mut Vec<u8>, value: impl fmt::Debug) {
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{value:?}");
+}

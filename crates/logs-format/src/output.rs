@@ -1,0 +1,68 @@
+//! The output buffer shared by both encoders.
+
+use std::io::{self, Write};
+
+/// The buffer is handed to the writer once it holds this many bytes (and at the end).
+pub(crate) const FLUSH_AT: usize = 1 << 20;
+
+/// Encoded bytes collect in `buf` and reach the writer in chunks of about [`FLUSH_AT`] bytes.
+/// The preamble (BOM, CSV header or JSON opening) waits until the first batch or the end.
+pub(crate) struct Output<W> {
+    /// The encoders append to this directly.
+    pub(crate) buf: Vec<u8>,
+    writer: W,
+    flushed: u64,
+    preamble: Option<Vec<u8>>,
+}
+
+impl<W: Write> Output<W> {
+    pub(crate) fn new(writer: W, preamble: Vec<u8>) -> Output<W> {
+        // Room for a full chunk plus the row that crosses the threshold, in most cases.
+        let buf = Vec::with_capacity(FLUSH_AT + FLUSH_AT / 8);
+        Output { buf, writer, flushed: 0, preamble: Some(preamble) }
+    }
+
+    /// Appends the preamble unless it has been appended already.
+    pub(crate) fn start(&mut self) {
+        if let Some(preamble) = self.preamble.take() {
+            self.buf.extend_from_slice(&preamble);
+        }
+    }
+
+    /// Hands the buffer to the writer if it is full enough.
+    #[inline]
+    pub(crate) fn flush_if_full(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT { self.flush_buffer() } else { Ok(()) }
+    }
+
+    fn flush_buffer(&mut self) -> io::Result<()> {
+        self.writer.write_all(&self.buf)?;
+        self.flushed += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Appends `trailer`, writes out everything, flushes the writer and returns it.
+    pub(crate) fn finish(mut self, trailer: &[u8]) -> io::Result<W> {
+        self.start();
+        self.buf.extend_from_slice(trailer);
+        self.flush_buffer()?;
+        self.writer.flush()?;
+        Ok(self.writer)
+    }
+
+    /// Bytes encoded so far, whether or not they have reached the writer yet.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.flushed + self.buf.len() as u64
+    }
+}
+
+impl<W> std::fmt::Debug for Output<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output")
+            .field("buffered", &self.buf.len())
+            .field("flushed", &self.flushed)
+            .field("started", &self.preamble.is_none())
+            .finish_non_exhaustive()
+    }
+}

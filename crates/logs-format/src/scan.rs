@@ -1,0 +1,235 @@
+//! Byte-level helpers shared by both formats: a word-at-a-time search for "special" bytes
+//! (the bytes that force CSV quoting or JSON escaping) and allocation-free integer formatting.
+//!
+//! The search reads eight bytes at a time into a little-endian `u64` and computes, without
+//! branches, a mask with the high bit set in special bytes (SWAR: "SIMD within a register";
+//! the crate forbids `unsafe`, which rules out `std::arch`). The masks use the classic
+//! `(x - 0x01…) & !x` zero-byte test, which is exact up to and including the first marked
+//! byte; later bytes may be marked spuriously (a borrow runs upwards), so a mask is only ever
+//! used for the position of its lowest set bit.
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+/// Eight `a`s: a byte that no mask marks, to fill the unused part of a word.
+const FILLER: u64 = 0x6161_6161_6161_6161;
+
+/// Marks (before `& HIGH_BITS`) bytes of `word` below `limit` (at most 0x80).
+#[inline(always)]
+fn below(word: u64, limit: u8) -> u64 {
+    word.wrapping_sub(ONES * u64::from(limit)) & !word
+}
+
+/// Marks (before `& HIGH_BITS`) bytes of `word` equal to `byte`.
+#[inline(always)]
+fn equal(word: u64, byte: u8) -> u64 {
+    below(word ^ (ONES * u64::from(byte)), 1)
+}
+
+/// Special bytes of a CSV field: `,` `"` CR LF (RFC 4180).
+#[inline(always)]
+pub(crate) fn csv_special(word: u64) -> u64 {
+    (equal(word, b',') | equal(word, b'"') | equal(word, b'\n') | equal(word, b'\r')) & HIGH_BITS
+}
+
+/// The double quote, the one byte a quoted CSV field escapes (by doubling it).
+#[inline(always)]
+pub(crate) fn csv_quote(word: u64) -> u64 {
+    equal(word, b'"') & HIGH_BITS
+}
+
+/// Special bytes of a JSON string: `"`, `\` and the control characters U+0000..U+001F.
+#[inline(always)]
+pub(crate) fn json_special(word: u64) -> u64 {
+    (below(word, 0x20) | equal(word, b'"') | equal(word, b'\\')) & HIGH_BITS
+}
+
+#[inline(always)]
+fn load(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// Index (≥ `from`) of the first byte of `bytes` that `special` marks, if any.
+///
+/// `special` maps a little-endian word to a mask whose lowest set bit is the high bit of the
+/// first special byte.
+#[inline(always)]
+pub(crate) fn find_special(bytes: &[u8], from: usize, special: impl Fn(u64) -> u64) -> Option<usize> {
+    let first_in = |at: usize, mask: u64| at + (mask.trailing_zeros() / 8) as usize;
+    let mut at = from;
+    while at + 16 <= bytes.len() {
+        let (low, high) = (special(load(bytes, at)), special(load(bytes, at + 8)));
+        if low | high != 0 {
+            return Some(if low != 0 { first_in(at, low) } else { first_in(at + 8, high) });
+        }
+        at += 16;
+    }
+    if at + 8 <= bytes.len() {
+        let mask = special(load(bytes, at));
+        if mask != 0 {
+            return Some(first_in(at, mask));
+        }
+        at += 8;
+    }
+    let rest = bytes.len() - at;
+    if rest > 0 {
+        // Fewer than eight bytes are left. Take the last eight bytes of `bytes` if there are
+        // that many (or gather the rest one by one) and overwrite the bytes before `at` with
+        // `a`, which is not special, so that no mark can come from them.
+        let (base, word) = if bytes.len() >= 8 {
+            let pad = u64::MAX >> (8 * rest);
+            (bytes.len() - 8, (load(bytes, bytes.len() - 8) & !pad) | (FILLER & pad))
+        } else {
+            let mut word = FILLER;
+            for (index, &byte) in bytes[at..].iter().enumerate() {
+                word = (word & !(0xFF << (8 * index))) | (u64::from(byte) << (8 * index));
+            }
+            (at, word)
+        };
+        let mask = special(word);
+        if mask != 0 {
+            return Some(first_in(base, mask));
+        }
+    }
+    None
+}
+
+/// "00" "01" … "99": two digits per table entry halve the number of divisions.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// Appends the decimal digits of `value`.
+#[inline]
+pub(crate) fn write_u64(out: &mut Vec<u8>, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    while value >= 100 {
+        let pair = (value % 100) as usize * 2;
+        value /= 100;
+        start -= 2;
+        digits[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if value >= 10 {
+        let pair = value as usize * 2;
+        start -= 2;
+        digits[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        start -= 1;
+        digits[start] = b'0' + value as u8;
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+/// Appends `value` in decimal, with a leading `-` when negative.
+#[inline]
+pub(crate) fn write_i64(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, value.unsigned_abs());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive_find(bytes: &[u8], from: usize, special: impl Fn(u8) -> bool) -> Option<usize> {
+        (from..bytes.len()).find(|&i| special(bytes[i]))
+    }
+
+    fn is_json_special(b: u8) -> bool {
+        b < 0x20 || b == b'"' || b == b'\\'
+    }
+
+    fn is_csv_special(b: u8) -> bool {
+        matches!(b, b',' | b'"' | b'\r' | b'\n')
+    }
+
+    #[test]
+    fn every_byte_value_is_classified_exactly() {
+        for b in 0..=255u8 {
+            for len in [1, 7, 8, 9, 15, 16, 17, 40] {
+                for pos in 0..len {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[pos] = b;
+                    let json = find_special(&bytes, 0, json_special);
+                    assert_eq!(json, is_json_special(b).then_some(pos), "json byte {b} at {pos}/{len}");
+                    let csv = find_special(&bytes, 0, csv_special);
+                    assert_eq!(csv, is_csv_special(b).then_some(pos), "csv byte {b} at {pos}/{len}");
+                    let quote = find_special(&bytes, 0, csv_quote);
+                    assert_eq!(quote, (b == b'"').then_some(pos));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn finds_the_first_special_after_from() {
+        // Neighbouring special bytes must not hide each other (no borrow between bytes).
+        let bytes = b"\x00\x01\"\\a\x1f\x20\x7f\xff\"\xe0,\r\n\"\"x\x00y";
+        for from in 0..=bytes.len() {
+            assert_eq!(find_special(bytes, from, json_special), naive_find(bytes, from, is_json_special));
+            assert_eq!(find_special(bytes, from, csv_special), naive_find(bytes, from, is_csv_special));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Spurious marks above the first special byte must never change the answer.
+        #[test]
+        fn agrees_with_a_byte_loop(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(b"\x00\x01\x1f\x20\x21\"#,-\\\r\n\t\x7f\x80\x81\xa2\xdc\xe0\xff".to_vec()),
+                    proptest::num::u8::ANY,
+                ],
+                0..80,
+            ),
+        ) {
+            for from in 0..=bytes.len() {
+                proptest::prop_assert_eq!(find_special(&bytes, from, json_special), naive_find(&bytes, from, is_json_special));
+                proptest::prop_assert_eq!(find_special(&bytes, from, csv_special), naive_find(&bytes, from, is_csv_special));
+                proptest::prop_assert_eq!(find_special(&bytes, from, csv_quote), naive_find(&bytes, from, |b| b == b'"'));
+            }
+        }
+    }
+
+    #[test]
+    fn formats_integers_like_std() {
+        let mut out = Vec::new();
+        let samples = [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            65535,
+            1_700_000_000,
+            u64::MAX / 10,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for v in samples.into_iter().chain((0..64).map(|s| 1u64 << s)).chain((0..20).map(|e| 10u64.pow(e))) {
+            for v in [v, v.saturating_sub(1), v.saturating_add(1)] {
+                out.clear();
+                write_u64(&mut out, v);
+                assert_eq!(out, v.to_string().as_bytes());
+            }
+        }
+        for v in [0, -1, 1, -9, -10, -99, -100, i64::MIN, i64::MIN + 1, i64::MAX, -1_700_000_000] {
+            out.clear();
+            write_i64(&mut out, v);
+            assert_eq!(out, v.to_string().as_bytes());
+        }
+    }
+}
