@@ -1,0 +1,318 @@
+"""Runs the export queries with `logs export` and with peer tools as whole processes, several
+times and alternating, checks that all produce the same rows, and prints median wall time,
+CPU time, peak RSS and output size with our ratio to each peer. Started by `benches/peers/run`.
+"""
+
+import argparse
+import csv
+import glob
+import hashlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+WIDE = ["error_datetime", "error_name", "error_id", "error", "os_name", "os_version", "device_model",
+        "app_version_name", "service_device_id", "city"]
+NARROW = ["error_datetime", "error_name", "os_name", "app_version_name"]
+ALL = ["error", "error_datetime", "error_id", "error_json", "error_name", "error_receive_datetime",
+       "error_receive_timestamp", "error_timestamp", "service_device_id", "city", "connection_type",
+       "country_iso_code", "device_ipv6", "device_locale", "device_manufacturer", "device_model", "device_type",
+       "google_aid", "ios_ifa", "ios_ifv", "mcc", "mnc", "operator_name", "os_name", "os_version", "profile_id",
+       "windows_aid", "app_package_name", "app_version_name", "application_id"]
+APP = 1001
+
+
+def epoch(day, end=False):
+    return int(time.mktime(time.strptime(f"2026-10-{day:02d} {'23:59:59' if end else '00:00:00'}",
+                                         "%Y-%m-%d %H:%M:%S"))) - time.timezone
+
+
+class Query:
+    def __init__(self, name, fields, days, fmt="csv", dimension="default", filters=(), dataset="main", target=0.8):
+        self.name, self.fields, self.days, self.fmt = name, fields, days, fmt
+        self.dimension, self.filters, self.dataset, self.target = dimension, list(filters), dataset, target
+
+    @property
+    def time_column(self):
+        return "error_receive_timestamp" if self.dimension == "receive" else "error_timestamp"
+
+    def range(self):
+        return epoch(1), epoch(self.days, end=True)
+
+    def query_string(self):
+        q = (f"application_id={APP}&date_since=2026-10-01&date_until=2026-10-{self.days:02d}"
+             f"&fields={','.join(self.fields)}")
+        if self.dimension == "receive":
+            q += "&date_dimension=receive"
+        for k, v in self.filters:
+            q += f"&{k}={v}"
+        return q
+
+
+def files_for(root, query):
+    """The files every tool reads: the application's folder, and for the default dimension only
+    the date folders in range (the same pruning for everybody)."""
+    folders = sorted(glob.glob(os.path.join(root, f"application_id={APP}", "date=*")))
+    if query.dimension == "default":
+        folders = [f for f in folders if "2026-10-01" <= f.rsplit("=", 1)[1] <= f"2026-10-{query.days:02d}"]
+    return sorted(p for f in folders for p in glob.glob(os.path.join(f, "*.parquet")))
+
+
+def sql_where(query):
+    since, until = query.range()
+    parts = [f"{query.time_column} BETWEEN {since} AND {until}"]
+    for k, v in query.filters:
+        parts.append(f"{k} = '{v}'")
+    return " AND ".join(parts)
+
+
+def select_list(query, quote='"'):
+    return ", ".join(f"{APP} AS application_id" if f == "application_id" else f"{quote}{f}{quote}"
+                     for f in query.fields)
+
+
+def peer_command(tool, query, files, out):
+    """A whole-process command for a peer tool."""
+    where = sql_where(query)
+    if tool == "duckdb":
+        fmt = "(FORMAT CSV, HEADER)" if query.fmt == "csv" else "(FORMAT JSON, ARRAY true)"
+        sql = f"COPY (SELECT {select_list(query)} FROM read_parquet({files!r}) WHERE {where}) TO '{out}' {fmt}"
+        code = f"import duckdb; duckdb.connect().execute({sql!r})"
+    elif tool == "polars":
+        since, until = query.range()
+        filt = f"(pl.col('{query.time_column}') >= {since}) & (pl.col('{query.time_column}') <= {until})"
+        for k, v in query.filters:
+            filt += f" & (pl.col('{k}') == '{v}')"
+        cols = ", ".join(f"pl.lit({APP}).alias('application_id')" if f == "application_id" else f"pl.col('{f}')"
+                         for f in query.fields)
+        sink = f"sink_csv('{out}')" if query.fmt == "csv" else f"sink_ndjson('{out}')"
+        code = (f"import polars as pl; pl.scan_parquet({files!r}, missing_columns='insert')"
+                f".filter({filt}).select({cols}).{sink}")
+    elif tool == "chdb":
+        fmt = "CSVWithNames" if query.fmt == "csv" else "JSONEachRow"
+        dates = sorted({os.path.basename(os.path.dirname(f)).split("=", 1)[1] for f in files})
+        app_folder = os.path.dirname(os.path.dirname(files[0]))
+        pattern = f"{app_folder}/date={{{','.join(dates)}}}/*.parquet"
+        sql = (f"SELECT {select_list(query, '`')} FROM file('{pattern}', Parquet) WHERE {where} "
+               f"SETTINGS format_csv_null_representation = '' INTO OUTFILE '{out}' FORMAT {fmt}")
+        code = f"import chdb; chdb.query({sql!r})"
+    elif tool == "datafusion":
+        write = "write_csv" if query.fmt == "csv" else "write_json"
+        options = ", with_header=True" if query.fmt == "csv" else ""
+        app_folder = os.path.dirname(os.path.dirname(files[0])) + "/"
+        sql = f"SELECT {select_list(query)} FROM t WHERE {where}"
+        code = (f"import datafusion as d; ctx = d.SessionContext(); "
+                f"ctx.register_listing_table('t', {app_folder!r}, file_extension='.parquet', "
+                f"table_partition_cols=[('date', 'string')]); ctx.sql({sql!r}).{write}({out!r}{options})")
+    else:
+        raise ValueError(tool)
+    return [sys.executable, "-c", code]
+
+
+def run_measured(command, out):
+    """Runs a command as its own process: wall seconds, CPU seconds, peak RSS in MiB."""
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    elif os.path.exists(out):
+        os.remove(out)
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    stderr = proc.stderr.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{command[:3]} failed: {stderr[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def output_files(out):
+    if os.path.isdir(out):
+        return sorted(p for p in glob.glob(os.path.join(out, "*")) if os.path.isfile(p))
+    return [out]
+
+
+def canonical_rows(out, fmt, fields):
+    """The rows of an output as a sorted list of tuples of text ('' for null or empty)."""
+    rows = []
+    text = lambda v: "" if v is None else str(v)
+    for path in output_files(out):
+        if fmt == "csv":
+            with open(path, newline="", encoding="utf-8-sig") as f:
+                reader = csv.reader(f)
+                header = next(reader, None)
+                if header is None:
+                    continue
+                index = [header.index(name) for name in fields]
+                rows.extend(tuple(r[i] for i in index) for r in reader)
+        else:
+            with open(path, encoding="utf-8-sig") as f:
+                content = f.read()
+            stripped = content.lstrip()
+            if stripped.startswith("{\"data\""):
+                records = json.loads(content)["data"]
+            elif stripped.startswith("["):
+                records = json.loads(content)
+            else:
+                records = [json.loads(line) for line in content.splitlines() if line.strip()]
+            rows.extend(tuple(text(r.get(name)) for name in fields) for r in records)
+    rows.sort()
+    return rows
+
+
+def digest(rows):
+    h = hashlib.sha256()
+    for r in rows:
+        h.update("\x1f".join(r).encode())
+        h.update(b"\x1e")
+    return h.hexdigest()[:16], len(rows)
+
+
+def digest_in_subprocess(out, fmt, fields):
+    """The digest of an output's rows, computed in a child process, so that this process stays
+    small: a child forked from a large parent would report the parent's pages as its peak RSS."""
+    result = subprocess.run([sys.executable, __file__, "--digest", out, fmt, ",".join(fields)],
+                            check=True, capture_output=True, text=True)
+    value, count = result.stdout.split()
+    return value, int(count)
+
+
+def size_of(out):
+    return sum(os.path.getsize(p) for p in output_files(out))
+
+
+def pick_error_id(files):
+    import duckdb
+    rows = duckdb.connect().execute(
+        f"SELECT error_id, count(*) c FROM read_parquet({files!r}) WHERE os_name = 'android' "
+        f"GROUP BY error_id ORDER BY abs(c - 3600) LIMIT 1").fetchall()
+    return rows[0][0]
+
+
+def ensure_datasets(args):
+    main = os.path.join(args.data_dir, f"peers-{args.rows}")
+    if not os.path.isdir(os.path.join(main, f"application_id={APP}")):
+        staging = main + ".tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        subprocess.run([args.logs, "generate", "--out", staging, "--rows", str(args.rows)], check=True)
+        os.rename(staging, main)
+    other = main + "-pyarrow"
+    if not os.path.isdir(os.path.join(other, f"application_id={APP}")):
+        import pyarrow.parquet as pq
+        staging = other + ".tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        for path in glob.glob(os.path.join(main, "*", "*", "*.parquet")):
+            target = os.path.join(staging, os.path.relpath(path, main))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            pq.write_table(pq.read_table(path), target)  # pyarrow defaults: no bloom filters, no page index
+        os.rename(staging, other)
+    return {"main": main, "pyarrow": other}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--logs", required=True)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--queries", default="q1,q2,q3,q4,q4p,q5,q1floor")
+    p.add_argument("--tools", default="logs,duckdb,polars,chdb,datafusion")
+    p.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out"))
+    args = p.parse_args()
+    datasets = ensure_datasets(args)
+    os.makedirs(args.out_dir, exist_ok=True)
+
+    point_id = pick_error_id(files_for(datasets["main"], Query("q4", ALL, 30)))
+    point = [("error_id", point_id), ("os_name", "android")]
+    queries = {
+        "q1": Query("q1 wide csv 7d", WIDE, 7),
+        "q2": Query("q2 wide json 7d", WIDE, 7, fmt="json"),
+        "q3": Query("q3 narrow csv 30d", NARROW, 30),
+        "q4": Query("q4 point csv (ours)", ALL, 30, filters=point, target=0.25),
+        "q4p": Query("q4 point csv (pyarrow)", ALL, 30, filters=point, dataset="pyarrow", target=0.6),
+        "q5": Query("q5 wide csv receive", WIDE, 7, dimension="receive"),
+    }
+    tools = args.tools.split(",")
+    wanted = args.queries.split(",")
+    results = {}
+    floor = None
+    for key in wanted:
+        if key == "q1floor":
+            q = queries["q1"]
+            root = datasets[q.dataset]
+            cmd = [args.logs, "export", "--explain", "--data", root, f"errors.csv?{q.query_string()}"]
+            runs = [run_measured(cmd, os.path.join(args.out_dir, "floor")) for _ in range(args.repeat)]
+            floor = statistics.median(r[0] for r in runs)
+            continue
+        q = queries[key]
+        root = datasets[q.dataset]
+        files = files_for(root, q)
+        measured = {t: [] for t in tools}
+        digests = {}
+        for i in range(args.repeat):
+            for tool in (tools if i % 2 == 0 else list(reversed(tools))):
+                out = os.path.join(args.out_dir, f"{key}-{tool}.{q.fmt}")
+                if tool == "logs":
+                    cmd = [args.logs, "export", "--data", root, "--output", out, f"errors.{q.fmt}?{q.query_string()}"]
+                else:
+                    cmd = peer_command(tool, q, files, out)
+                measured[tool].append(run_measured(cmd, out) + (size_of(out),))
+                if i == 0:
+                    digests[tool] = digest_in_subprocess(out, q.fmt, q.fields)
+        results[key] = (q, measured, digests)
+        print_query(q, measured, digests, floor if key == "q1" else None)
+    summary(results, floor)
+
+
+def median(runs, i):
+    return statistics.median(r[i] for r in runs)
+
+
+def print_query(q, measured, digests, floor):
+    ours = median(measured["logs"], 0) if "logs" in measured else None
+    print(f"\n{q.name}: {q.query_string()}")
+    print(f"{'tool':<11}{'wall s':>9}{'cpu s':>9}{'peak MiB':>10}{'out MB':>10}{'rows':>10}  rows digest   ours/this")
+    reference = digests.get("logs")
+    for tool, runs in measured.items():
+        wall = median(runs, 0)
+        same = "" if reference is None or digests[tool] == reference else "  DIFFERENT ROWS"
+        ratio = f"{ours / wall:9.2f}" if ours and tool != "logs" else "         "
+        print(f"{tool:<11}{wall:9.2f}{median(runs, 1):9.2f}{max(r[2] for r in runs):10.0f}"
+              f"{median(runs, 3) / 1e6:10.1f}{digests[tool][1]:10d}  {digests[tool][0]}{ratio}{same}")
+    if floor:
+        print(f"decode-only floor (logs export --explain): {floor:.2f} s; ours/floor {ours / floor:.2f}")
+
+
+def summary(results, floor):
+    print("\nTargets:")
+    ok_all = True
+    for key, (q, measured, digests) in results.items():
+        if "logs" not in measured or len(measured) < 2:
+            continue
+        ours = median(measured["logs"], 0)
+        peers = {t: median(r, 0) for t, r in measured.items() if t != "logs"}
+        best_tool = min(peers, key=peers.get)
+        ratio = ours / peers[best_tool]
+        same = all(d == digests["logs"] for d in digests.values())
+        peak = max(r[2] for r in measured["logs"])
+        ok = ratio <= q.target and same and peak <= 256
+        ok_all &= ok
+        print(f"  {q.name:<26} ours {ours:6.2f} s vs {best_tool} {peers[best_tool]:6.2f} s = {ratio:4.2f} "
+              f"(target <= {q.target}); peak {peak:.0f} MiB (<= 256); same rows: {same}  "
+              f"{'MET' if ok else 'NOT MET'}")
+        if key == "q1" and floor:
+            met = ours <= 1.6 * floor
+            ok_all &= met
+            print(f"  {'q1 vs decode-only floor':<26} {ours / floor:4.2f} x (target <= 1.6)  {'MET' if met else 'NOT MET'}")
+    print("\nALL TARGETS MET" if ok_all else "\nSOME TARGETS NOT MET")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--digest":
+        print(*digest(canonical_rows(sys.argv[2], sys.argv[3], sys.argv[4].split(","))))
+    else:
+        main()
