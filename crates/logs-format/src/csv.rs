@@ -62,6 +62,12 @@ impl<W: Write> CsvEncoder<W> {
         Ok(self.output.finish(b"")?)
     }
 
+    /// Hands the rows encoded so far to the writer now instead of when the buffer fills, and
+    /// flushes the writer (for streaming a slow or small export as it goes).
+    pub fn flush(&mut self) -> Result<(), FormatError> {
+        Ok(self.output.flush()?)
+    }
+
     /// Bytes encoded so far, including those still buffered.
     pub fn bytes_written(&self) -> u64 {
         self.output.bytes_written()

@@ -261,6 +261,15 @@ impl<W: Write> Encoder<W> {
         }
     }
 
+    /// Hands the rows encoded so far to the writer now instead of when the internal buffer
+    /// (about 1 MiB) fills, and flushes the writer.
+    pub fn flush(&mut self) -> Result<(), FormatError> {
+        match &mut self.inner {
+            Inner::Csv(encoder) => encoder.flush(),
+            Inner::Json(encoder) => encoder.flush(),
+        }
+    }
+
     /// Bytes encoded so far, including those still buffered; after `finish` this is the
     /// length of the output.
     pub fn bytes_written(&self) -> u64 {

@@ -35,6 +35,15 @@ impl<W: Write> Output<W> {
         if self.buf.len() >= FLUSH_AT { self.flush_buffer() } else { Ok(()) }
     }
 
+    /// Hands whatever is buffered to the writer and flushes it. Before the first batch this
+    /// writes nothing: the preamble still waits, so an early error leaves the writer untouched.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.flush_buffer()?;
+        }
+        self.writer.flush()
+    }
+
     fn flush_buffer(&mut self) -> io::Result<()> {
         self.writer.write_all(&self.buf)?;
         self.flushed += self.buf.len() as u64;

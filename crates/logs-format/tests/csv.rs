@@ -11,7 +11,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, UInt16Type};
 use common::{batch, dictionary, encode, encode_with, int8_keys, strings};
-use logs_format::{CsvEncoder, EncoderOptions, Format, FormatError};
+use logs_format::{CsvEncoder, Encoder, EncoderOptions, Format, FormatError};
 
 #[test]
 fn quotes_only_commas_quotes_and_line_breaks() {
@@ -345,4 +345,39 @@ fn writer_errors_are_io_errors() {
     encoder.write_batch(&batch).unwrap();
     let error = encoder.finish().unwrap_err();
     assert!(matches!(&error, FormatError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe));
+}
+
+/// A writer whose bytes can be read while the encoder still holds it.
+#[derive(Debug, Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn flush_hands_over_the_rows_so_far_but_nothing_before_the_first_batch() {
+    for format in [Format::Csv, Format::Json] {
+        let batch = batch(vec![("a", strings(&[Some("x"), None]))]);
+        let sink = Shared::default();
+        let options = EncoderOptions::default().with_bom(true);
+        let mut encoder = Encoder::new(format, sink.clone(), &batch.schema(), options).unwrap();
+        encoder.flush().unwrap();
+        assert!(sink.0.borrow().is_empty(), "{format}: nothing before the first batch");
+        encoder.write_batch(&batch).unwrap();
+        assert!(sink.0.borrow().is_empty(), "{format}: small output stays buffered");
+        encoder.flush().unwrap();
+        let after_flush = sink.0.borrow().clone();
+        encoder.write_batch(&batch).unwrap();
+        encoder.finish().unwrap();
+        let unflushed = encode_with(format, &batch.schema(), &[batch.clone(), batch.clone()], options);
+        assert_eq!(sink.0.borrow().as_slice(), unflushed.as_slice(), "{format}: flushing changes no byte");
+        assert!(after_flush.len() > 3 && unflushed.starts_with(&after_flush), "{format}");
+    }
 }

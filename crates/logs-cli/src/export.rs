@@ -1,0 +1,296 @@
+//! `logs export`: one export to stdout or a file.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use futures::StreamExt;
+use logs_core::{Engine, EngineConfig, Error, ExportRequest, ExportStream, QueryPairs, RequestError};
+use logs_format::{Encoder, EncoderOptions, Format};
+
+use crate::Failure;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The API path tail: `errors.csv?<query string>` or `errors.json?…` (a leading
+    /// `/logs/v1/export/`, or a whole URL, is allowed). Or build the request with the flags below.
+    #[arg(value_name = "TARGET", conflicts_with_all = ["app", "since", "until", "fields", "format", "filter", "limit", "bom", "dimension", "skip_unavailable_shards"])]
+    target: Option<String>,
+
+    /// The dataset folder (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`).
+    #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset")]
+    data: PathBuf,
+
+    /// Write to this file (via a temporary file renamed only on success) instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+
+    /// Run the export without writing rows; print the plans, their metrics and the files
+    /// read, pruned and skipped.
+    #[arg(long)]
+    explain: bool,
+
+    /// `application_id`.
+    #[arg(long)]
+    app: Option<String>,
+    /// `date_since`: `yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd`.
+    #[arg(long)]
+    since: Option<String>,
+    /// `date_until`: `yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd`.
+    #[arg(long)]
+    until: Option<String>,
+    /// `fields`: comma-separated field names.
+    #[arg(long)]
+    fields: Option<String>,
+    /// Output format.
+    #[arg(long, value_parser = ["csv", "json"])]
+    format: Option<String>,
+    /// An equality filter `FIELD=VALUE`; repeat for more.
+    #[arg(long, value_name = "FIELD=VALUE")]
+    filter: Vec<String>,
+    /// `limit`: the maximum number of records.
+    #[arg(long)]
+    limit: Option<String>,
+    /// `use_utf8_bom=true`.
+    #[arg(long)]
+    bom: bool,
+    /// `date_dimension`: `default` or `receive`.
+    #[arg(long)]
+    dimension: Option<String>,
+    /// `skip_unavailable_shards=true`: leave out unreadable files and report them.
+    #[arg(long)]
+    skip_unavailable_shards: bool,
+
+    /// Refuse a `limit` above this, and apply it when none is given.
+    #[arg(long, env = "LOGS_MAX_LIMIT")]
+    max_limit: Option<u64>,
+    /// Parallel streams per query (0: one per core).
+    #[arg(long, env = "LOGS_TARGET_PARTITIONS", default_value_t = 0)]
+    target_partitions: usize,
+}
+
+pub fn run(args: ExportArgs) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run_export(args))
+}
+
+async fn run_export(args: ExportArgs) -> Result<(), Failure> {
+    let (format, pairs) = match &args.target {
+        Some(target) => parse_target(target)?,
+        None => request_from_flags(&args)?,
+    };
+    let config = EngineConfig {
+        max_limit: args.max_limit,
+        target_partitions: args.target_partitions,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open(&args.data, config).map_err(|e| match e {
+        Error::Config { .. } => Failure::Usage(e.to_string()),
+        e => Failure::Other(anyhow::Error::new(e).context("cannot open the dataset (--data)")),
+    })?;
+    let request = ExportRequest::from_pairs(&pairs, engine.policy()).map_err(usage)?;
+    let mut export = engine.export(&request).await.map_err(engine_failure)?;
+    for skipped in &export.selection().skipped {
+        eprintln!("warning: skipped unreadable file {}: {}", skipped.path.display(), skipped.reason);
+    }
+
+    if args.explain {
+        let mut rows = 0;
+        while let Some(batch) = export.next().await {
+            rows += batch.map_err(engine_failure)?.num_rows();
+        }
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}Rows exported: {rows}", export.explain())?;
+        return Ok(());
+    }
+
+    let options = EncoderOptions::default().with_bom(request.use_utf8_bom());
+    match &args.output {
+        None => {
+            drop(encode(&mut export, format, std::io::stdout().lock(), options).await?);
+        }
+        Some(path) => {
+            let file = temporary_file_beside(path)?;
+            let file = encode(&mut export, format, file, options).await?;
+            file.as_file().sync_all().with_context(|| format!("cannot write {}", path.display()))?;
+            file.persist(path).with_context(|| format!("cannot rename the output to {}", path.display()))?;
+        }
+    }
+    if !export.selection().skipped.is_empty() {
+        eprintln!("warning: the export left out {} unreadable files", export.selection().skipped.len());
+    }
+    Ok(())
+}
+
+/// Streams every batch into `writer`. On failure the output is incomplete, and the error says
+/// so.
+async fn encode<W: Write>(
+    export: &mut ExportStream,
+    format: Format,
+    writer: W,
+    options: EncoderOptions,
+) -> Result<W, Failure> {
+    let mut encoder = Encoder::new(format, writer, &export.schema(), options)?;
+    let mut progress = Progress::new();
+    while let Some(batch) = export.next().await {
+        let batch = batch.map_err(|e| {
+            Failure::Other(anyhow::Error::new(e).context(format!(
+                "the export failed after {} rows; the output is incomplete",
+                encoder.rows_written()
+            )))
+        })?;
+        encoder.write_batch(&batch)?;
+        progress.update(encoder.rows_written(), encoder.bytes_written());
+    }
+    progress.finish(encoder.rows_written(), encoder.bytes_written());
+    Ok(encoder.finish()?)
+}
+
+fn temporary_file_beside(path: &Path) -> Result<tempfile::NamedTempFile, Failure> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    // The finished file gets the usual permissions of a new file, not the temporary file's 0600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    builder
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))
+        .map_err(Failure::Other)
+}
+
+fn usage(e: RequestError) -> Failure {
+    Failure::Usage(e.to_string())
+}
+
+fn engine_failure(e: Error) -> Failure {
+    match e {
+        Error::InvalidRequest(e) => usage(e),
+        e => Failure::Other(e.into()),
+    }
+}
+
+/// Splits `errors.csv?query` (optionally behind `/logs/v1/export/` or a whole URL) into the
+/// format and the decoded query.
+pub fn parse_target(target: &str) -> Result<(Format, QueryPairs), Failure> {
+    let without_origin = match target.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("", |i| &rest[i..]),
+        None => target,
+    };
+    let (path, query) = without_origin.split_once('?').unwrap_or((without_origin, ""));
+    let path = path.trim_start_matches('/');
+    let name = path.strip_prefix("logs/v1/export/").unwrap_or(path);
+    let format = match name {
+        "errors.csv" => Format::Csv,
+        "errors.json" => Format::Json,
+        _ => {
+            return Err(Failure::Usage(format!(
+                "TARGET `{target}` must be `errors.csv?<query>` or `errors.json?<query>`, optionally \
+                 after `/logs/v1/export/`"
+            )));
+        }
+    };
+    Ok((format, QueryPairs::parse(query).map_err(usage)?))
+}
+
+fn request_from_flags(args: &ExportArgs) -> Result<(Format, QueryPairs), Failure> {
+    let format = match args.format.as_deref() {
+        Some("json") => Format::Json,
+        _ => Format::Csv,
+    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut push = |name: &str, value: &Option<String>| {
+        if let Some(value) = value {
+            pairs.push((name.to_owned(), value.clone()));
+        }
+    };
+    push("application_id", &args.app);
+    push("date_since", &args.since);
+    push("date_until", &args.until);
+    push("fields", &args.fields);
+    push("limit", &args.limit);
+    push("date_dimension", &args.dimension);
+    if args.bom {
+        pairs.push(("use_utf8_bom".into(), "true".into()));
+    }
+    if args.skip_unavailable_shards {
+        pairs.push(("skip_unavailable_shards".into(), "true".into()));
+    }
+    for filter in &args.filter {
+        let (name, value) = filter.split_once('=').ok_or_else(|| {
+            Failure::Usage(format!("--filter `{filter}` must be FIELD=VALUE, for example os_name=ios"))
+        })?;
+        pairs.push((name.to_owned(), value.to_owned()));
+    }
+    if pairs.is_empty() {
+        return Err(Failure::Usage(
+            "give the request as TARGET (`'errors.csv?application_id=…'`) or with --app, --since, --until \
+             and --fields"
+                .into(),
+        ));
+    }
+    Ok((format, QueryPairs::from_pairs(pairs).map_err(usage)?))
+}
+
+/// A progress line on stderr, only when stderr is a terminal.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    last: Instant,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        let now = Instant::now();
+        Progress { enabled: std::io::stderr().is_terminal(), started: now, last: now }
+    }
+
+    fn update(&mut self, rows: u64, bytes: u64) {
+        if self.enabled && self.last.elapsed() >= Duration::from_millis(250) {
+            self.last = Instant::now();
+            self.print(rows, bytes, "");
+        }
+    }
+
+    fn finish(&mut self, rows: u64, bytes: u64) {
+        if self.enabled {
+            self.print(rows, bytes, "\n");
+        }
+    }
+
+    fn print(&self, rows: u64, bytes: u64, end: &str) {
+        let seconds = self.started.elapsed().as_secs_f64().max(1e-3);
+        let mib = bytes as f64 / (1024.0 * 1024.0);
+        eprint!("\r{rows} rows, {mib:.1} MiB, {:.1} MiB/s{end}", mib / seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_in_every_accepted_form() {
+        for target in [
+            "errors.csv?application_id=1",
+            "/logs/v1/export/errors.csv?application_id=1",
+            "logs/v1/export/errors.csv?application_id=1",
+            "http://localhost:8080/logs/v1/export/errors.csv?application_id=1",
+        ] {
+            let (format, pairs) = parse_target(target).unwrap_or_else(|_| panic!("{target}"));
+            assert_eq!(format, Format::Csv);
+            assert_eq!(pairs.get("application_id"), Some("1"));
+        }
+        assert_eq!(parse_target("errors.json").unwrap().0, Format::Json);
+        for bad in ["errors.xml?a=1", "export.csv", "/logs/v2/export/errors.csv", ""] {
+            assert!(matches!(parse_target(bad), Err(Failure::Usage(_))), "{bad}");
+        }
+    }
+}

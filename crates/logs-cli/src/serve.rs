@@ -1,0 +1,414 @@
+//! `logs serve`: the HTTP service (see `crates/logs-server`).
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use logs_core::{Engine, EngineConfig, Error};
+use logs_server::auth::introspection::{ApplicationGrants, ClientCredentials};
+use logs_server::auth::{
+    Applications, Authenticator, IntrospectionConfig, Introspector, Principal, READ_SCOPE, TokenSet,
+    TokenStore, WRITE_SCOPE,
+};
+use logs_server::{AppState, ServeOptions, Settings};
+use rand::RngCore;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::Failure;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The dataset folder (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`, and an
+    /// optional `applications.toml`).
+    #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset")]
+    data: PathBuf,
+    /// The address of the API. Only a loopback address unless you say otherwise.
+    #[arg(long, env = "LOGS_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The address of the admin API (Prometheus `/metrics`, `/healthz`); off when not given.
+    #[arg(long, env = "LOGS_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+
+    /// The tokens file (TOML), reloaded when it changes and on SIGHUP. Without it and
+    /// without --introspection-url, a token is generated for this run and printed.
+    #[arg(long, env = "LOGS_TOKENS")]
+    tokens: Option<PathBuf>,
+    /// How often the tokens file is checked for changes.
+    #[arg(long, env = "LOGS_TOKENS_RELOAD_INTERVAL", default_value = "2s", value_parser = parse_duration)]
+    tokens_reload_interval: Duration,
+
+    /// The identity provider's token introspection endpoint (RFC 7662), asked about tokens
+    /// the tokens file does not know. https, or http on a loopback address.
+    #[arg(long, env = "LOGS_INTROSPECTION_URL", requires = "introspection_credentials")]
+    introspection_url: Option<url::Url>,
+    /// A TOML file with `client_id = "…"` and `client_secret = "…"` for the introspection
+    /// endpoint (HTTP Basic).
+    #[arg(long, env = "LOGS_INTROSPECTION_CREDENTIALS", requires = "introspection_url")]
+    introspection_credentials: Option<PathBuf>,
+    /// The longest wait for the identity provider (then 503).
+    #[arg(long, env = "LOGS_INTROSPECTION_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    introspection_timeout: Duration,
+    /// The most introspected tokens cached.
+    #[arg(long, env = "LOGS_INTROSPECTION_CACHE_ENTRIES", default_value_t = 10_000)]
+    introspection_cache_entries: usize,
+    /// The longest an active token is cached (never beyond its `exp`).
+    #[arg(long, env = "LOGS_INTROSPECTION_CACHE_TTL", default_value = "5m", value_parser = parse_duration)]
+    introspection_cache_ttl: Duration,
+    /// How long an inactive token is cached.
+    #[arg(long, env = "LOGS_INTROSPECTION_NEGATIVE_TTL", default_value = "10s", value_parser = parse_duration)]
+    introspection_negative_ttl: Duration,
+    /// The member of the introspection answer that lists the token's applications.
+    #[arg(long, env = "LOGS_INTROSPECTION_APPLICATIONS_CLAIM", default_value = "applications")]
+    introspection_applications_claim: String,
+    /// A TOML file granting applications by `client_id` or `sub`, for answers without the claim.
+    #[arg(long, env = "LOGS_INTROSPECTION_GRANTS", requires = "introspection_url")]
+    introspection_grants: Option<PathBuf>,
+
+    /// Exports running at once, in all (more: 503).
+    #[arg(long, env = "LOGS_MAX_EXPORTS", default_value_t = 8)]
+    max_exports: usize,
+    /// Exports running at once with one token (more: 429).
+    #[arg(long, env = "LOGS_MAX_EXPORTS_PER_TOKEN", default_value_t = 2)]
+    max_exports_per_token: usize,
+    /// The query engine's memory pool, shared by all exports (`512MiB`, `2GiB`, bytes).
+    #[arg(long, env = "LOGS_MEMORY_LIMIT", default_value = "512MiB", value_parser = parse_size)]
+    memory_limit: usize,
+    /// Refuse a `limit` above this, and apply it when none is given.
+    #[arg(long, env = "LOGS_MAX_LIMIT")]
+    max_limit: Option<u64>,
+    /// Parallel streams per query (0: one per core).
+    #[arg(long, env = "LOGS_TARGET_PARTITIONS", default_value_t = 0)]
+    target_partitions: usize,
+    /// The longest request target, path and query (longer: 414).
+    #[arg(long, env = "LOGS_MAX_URL_BYTES", default_value = "8KiB", value_parser = parse_size)]
+    max_url_bytes: usize,
+    /// The most bytes of request headers (more: 431).
+    #[arg(long, env = "LOGS_MAX_HEADER_BYTES", default_value = "16KiB", value_parser = parse_size)]
+    max_header_bytes: usize,
+    /// The longest wait for a request's headers, and for the next request on an idle connection.
+    #[arg(long, env = "LOGS_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    header_read_timeout: Duration,
+    /// The longest wait for an export's first rows (longer: 503).
+    #[arg(long, env = "LOGS_FIRST_BYTE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    first_byte_timeout: Duration,
+    /// How long a client may read nothing before its connection is closed and its export cancelled.
+    #[arg(long, env = "LOGS_WRITE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    write_timeout: Duration,
+    /// How long running exports may go on after SIGTERM or SIGINT.
+    #[arg(long, env = "LOGS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    shutdown_timeout: Duration,
+    /// Chunks of about 1 MiB an export may encode ahead of a slow client.
+    #[arg(long, env = "LOGS_CHUNK_QUEUE", default_value_t = 4)]
+    chunk_queue: usize,
+    /// gzip level for clients that accept gzip: 1 (fastest) to 9 (smallest).
+    #[arg(long, env = "LOGS_GZIP_LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    gzip_level: u32,
+
+    /// Log format on stderr.
+    #[arg(long, env = "LOGS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter, as `info` or `warn,logs_server=debug`.
+    #[arg(long, env = "LOGS_LOG", default_value = "info")]
+    log: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn run(args: ServeArgs) -> Result<(), Failure> {
+    init_logging(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve(args))
+}
+
+fn init_logging(args: &ServeArgs) -> Result<(), Failure> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .map_err(|e| Failure::Usage(format!("--log `{}`: {e}", args.log)))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let config = EngineConfig {
+        max_limit: args.max_limit,
+        target_partitions: args.target_partitions,
+        memory_limit: args.memory_limit,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open(&args.data, config).map_err(|e| match e {
+        Error::Config { .. } => Failure::Usage(e.to_string()),
+        e => Failure::Other(anyhow::Error::new(e).context("cannot open the dataset (--data)")),
+    })?;
+    let engine = Arc::new(engine);
+
+    let (auth, generated) = authenticator(&args)?;
+    let settings = Settings {
+        max_exports: args.max_exports,
+        max_exports_per_token: args.max_exports_per_token,
+        max_url_bytes: args.max_url_bytes,
+        max_header_bytes: args.max_header_bytes,
+        first_byte_timeout: args.first_byte_timeout,
+        chunk_queue: args.chunk_queue,
+        gzip_level: args.gzip_level,
+        ..Settings::default()
+    };
+    let options = ServeOptions {
+        header_read_timeout: args.header_read_timeout,
+        write_timeout: args.write_timeout,
+        shutdown_timeout: args.shutdown_timeout,
+        ..ServeOptions::for_settings(&settings)
+    };
+    let state = AppState::new(engine.clone(), auth, settings).map_err(Failure::Usage)?;
+
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
+    let address = listener.local_addr()?;
+    let admin = match args.admin_listen {
+        Some(admin) => Some(
+            TcpListener::bind(admin)
+                .await
+                .with_context(|| format!("cannot listen on {admin} (--admin-listen)"))?,
+        ),
+        None => None,
+    };
+    if !address.ip().is_loopback() {
+        tracing::warn!(%address, "listening beyond loopback, as --listen asks");
+    }
+    let tokens_file = state.auth().tokens().filter(|s| s.path().is_some()).cloned();
+    if let Some(store) = &tokens_file {
+        store.spawn_watcher(args.tokens_reload_interval);
+    }
+    spawn_sighup_reloads(tokens_file)?;
+
+    println!("logs serve: serving {} on http://{address}", engine.root().display());
+    if let Some(admin) = &admin {
+        println!("metrics: http://{}/metrics", admin.local_addr()?);
+    }
+    if let Some(token) = generated {
+        print_try_it(&token, address, &engine);
+    }
+    tracing::info!(%address, data = %engine.root().display(), "listening");
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if let Err(e) = wait_for_stop_signal().await {
+            tracing::error!(error = %e, "cannot watch for signals");
+            return;
+        }
+        tracing::info!("stop signal received: finishing running exports");
+        let _ = stop_tx.send(true);
+        // A second signal means now.
+        if wait_for_stop_signal().await.is_ok() {
+            tracing::warn!("second stop signal: exiting at once");
+            std::process::exit(130);
+        }
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let admin_task = admin.map(|admin| {
+        let app = logs_server::admin_app(state.clone());
+        tokio::spawn(logs_server::serve(admin, app, options.clone(), stopped(stop_rx.clone())))
+    });
+    logs_server::serve(listener, logs_server::app(state), options, stopped(stop_rx)).await?;
+    if let Some(task) = admin_task {
+        task.await.context("the admin listener failed")??;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The token sources, and the generated token when there is none.
+fn authenticator(args: &ServeArgs) -> Result<(Authenticator, Option<String>), Failure> {
+    let tokens = match &args.tokens {
+        Some(path) => Some(Arc::new(TokenStore::open(path).map_err(|e| Failure::Usage(e.to_string()))?)),
+        None => None,
+    };
+    let introspection = match (&args.introspection_url, &args.introspection_credentials) {
+        (Some(url), Some(credentials)) => {
+            let credentials = ClientCredentials::from_file(credentials).map_err(Failure::Usage)?;
+            let mut config = IntrospectionConfig::new(url.clone(), credentials);
+            config.timeout = args.introspection_timeout;
+            config.cache_entries = args.introspection_cache_entries;
+            config.cache_ttl = args.introspection_cache_ttl;
+            config.negative_ttl = args.introspection_negative_ttl;
+            config.applications_claim = args.introspection_applications_claim.clone();
+            if let Some(grants) = &args.introspection_grants {
+                config.grants = Some(ApplicationGrants::from_file(grants).map_err(Failure::Usage)?);
+            }
+            Some(Arc::new(Introspector::new(config).map_err(Failure::Usage)?))
+        }
+        _ => None,
+    };
+    if tokens.is_some() || introspection.is_some() {
+        return Ok((Authenticator::new(tokens, introspection), None));
+    }
+    let token = generate_token();
+    let principal = Principal {
+        name: "generated".into(),
+        scopes: [READ_SCOPE.to_owned(), WRITE_SCOPE.to_owned()].into(),
+        applications: Applications::All,
+    };
+    let store = TokenStore::fixed(TokenSet::single(&token, principal));
+    Ok((Authenticator::new(Some(Arc::new(store)), None), Some(token)))
+}
+
+/// 32 bytes from the operating system's CSPRNG (via `rand`'s thread RNG), as hex.
+fn generate_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+fn print_try_it(token: &str, address: SocketAddr, engine: &Engine) {
+    let host = if address.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), address.port())
+    } else {
+        address
+    };
+    let (app, since, until) = sample_range(engine);
+    println!(
+        "\nNo token source is configured (--tokens, --introspection-url), so this run accepts one \
+         generated token,\nwith scopes {READ_SCOPE} and {WRITE_SCOPE} on every application:\n\n    {token}\n\n\
+         Try it:\n\n    curl -H 'Authorization: OAuth {token}' \
+         'http://{host}/logs/v1/export/errors.csv?application_id={app}&date_since={since}&date_until={until}\
+         &fields=error_datetime,error_name,os_name&limit=10'\n"
+    );
+}
+
+/// The first application and up to its first 7 days of data, for the example command.
+fn sample_range(engine: &Engine) -> (i64, String, String) {
+    let fallback = (1001, "2026-10-01".to_owned(), "2026-10-07".to_owned());
+    let Some(app) = engine.catalog().applications().ok().and_then(|ids| ids.first().copied()) else {
+        return fallback;
+    };
+    let mut dates: Vec<chrono::NaiveDate> = std::fs::read_dir(engine.catalog().application_folder(app))
+        .map(|entries| {
+            entries
+                .filter_map(|e| {
+                    let name = e.ok()?.file_name().into_string().ok()?;
+                    chrono::NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    dates.sort();
+    match dates.first() {
+        Some(&first) => {
+            let last =
+                dates.iter().copied().take_while(|d| (*d - first).num_days() < 7).last().unwrap_or(first);
+            (app, first.to_string(), last.to_string())
+        }
+        None => (app, fallback.1, fallback.2),
+    }
+}
+
+async fn wait_for_stop_signal() -> std::io::Result<()> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
+
+/// SIGHUP reloads the tokens file (and, without one, is logged rather than fatal).
+fn spawn_sighup_reloads(store: Option<Arc<TokenStore>>) -> Result<(), Failure> {
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            let Some(store) = store.clone() else {
+                tracing::info!("SIGHUP: no tokens file to reload");
+                continue;
+            };
+            let outcome = tokio::task::spawn_blocking(move || store.reload(true)).await;
+            tracing::info!(outcome = ?outcome.ok(), "SIGHUP: reloaded the tokens file");
+        }
+    });
+    Ok(())
+}
+
+/// `500ms`, `30s`, `5m`, `1h`, or a number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 =
+        number.parse().map_err(|_| format!("`{s}` is not a duration such as 500ms, 30s, 5m or 1h"))?;
+    let duration = match unit.trim() {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        other => return Err(format!("unknown unit `{other}` in `{s}`; use ms, s, m or h")),
+    };
+    Ok(duration)
+}
+
+/// `16KiB`, `512MiB`, `2GiB`, or a number of bytes.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: usize =
+        number.parse().map_err(|_| format!("`{s}` is not a size such as 16KiB, 512MiB or 2GiB"))?;
+    let factor: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        other => return Err(format!("unknown unit `{other}` in `{s}`; use KiB, MiB or GiB")),
+    };
+    n.checked_mul(factor).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16KiB"), Ok(16 * 1024));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("2gib"), Ok(2 << 30));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("1TB").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn tokens_are_random_and_long() {
+        let (a, b) = (generate_token(), generate_token());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+        assert!(logs_server::auth::is_token_syntax(&a));
+    }
+}

@@ -1,0 +1,270 @@
+//! The `logs` binary as a user runs it: golden outputs on the bundled testdata, exit statuses,
+//! atomic `--output`, a broken pipe, and a failure in the middle of an export.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn logs() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_logs"));
+    command.env_remove("LOGS_DATA").env_remove("LOGS_MAX_LIMIT").env_remove("LOGS_TARGET_PARTITIONS");
+    command
+}
+
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
+}
+
+/// `logs export --data testdata --target-partitions 1 <args>` (one partition: a stable row order).
+fn export(args: &[&str]) -> Output {
+    logs()
+        .arg("export")
+        .arg("--data")
+        .arg(testdata())
+        .args(["--target-partitions", "1"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn ok(output: Output) -> Vec<u8> {
+    assert!(
+        output.status.success(),
+        "status {:?}, stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// Compares with `tests/snapshots/<name>`; `UPDATE_SNAPSHOTS=1` rewrites the file instead.
+#[track_caller]
+fn assert_snapshot(name: &str, actual: &[u8]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
+    if expected != actual {
+        let first =
+            expected.iter().zip(actual).position(|(a, b)| a != b).unwrap_or(expected.len().min(actual.len()));
+        panic!(
+            "{name} differs from the snapshot at byte {first} (expected {} bytes, got {}):\n{}",
+            expected.len(),
+            actual.len(),
+            String::from_utf8_lossy(&actual[first.saturating_sub(80)..(first + 80).min(actual.len())])
+        );
+    }
+}
+
+const IOS_DAY: &str = "application_id=1001&date_since=2026-10-02&date_until=2026-10-02+23:59:59\
+    &fields=error_datetime,error_id,error_name,error,os_name,os_version,service_device_id,mcc,city&os_name=ios&limit=25";
+const EDGE: &str = "application_id=9001&date_since=2026-10-01&date_until=2026-10-07&fields=error_datetime,error,error_name,\
+    error_id,error_json,city,os_name,mcc,mnc,service_device_id,device_ipv6,windows_aid,profile_id,app_version_name,application_id";
+
+#[test]
+fn golden_csv_and_json_on_testdata() {
+    assert_snapshot("ios_day.csv", &ok(export(&[&format!("errors.csv?{IOS_DAY}")])));
+    assert_snapshot("ios_day.json", &ok(export(&[&format!("errors.json?{IOS_DAY}")])));
+}
+
+#[test]
+fn golden_edge_cases_with_bom() {
+    assert_snapshot(
+        "edge_cases.csv",
+        &ok(export(&[&format!("/logs/v1/export/errors.csv?{EDGE}&use_utf8_bom=true")])),
+    );
+    assert_snapshot(
+        "edge_cases.json",
+        &ok(export(&[&format!("/logs/v1/export/errors.json?{EDGE}&use_utf8_bom=1")])),
+    );
+}
+
+#[test]
+fn csv_and_json_carry_the_same_values() {
+    let csv = ok(export(&[&format!("errors.csv?{EDGE}")]));
+    let json = ok(export(&[&format!("errors.json?{EDGE}")]));
+    let mut reader = csv::Reader::from_reader(csv.as_slice());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
+    let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let records = json["data"].as_array().unwrap();
+    let mut count = 0;
+    for (row, record) in reader.records().zip(records) {
+        let row = row.unwrap();
+        for (name, cell) in header.iter().zip(row.iter()) {
+            let text = match &record[name] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                other => panic!("unexpected JSON value {other}"),
+            };
+            assert_eq!(cell, text, "field {name}");
+        }
+        count += 1;
+    }
+    assert_eq!(count, records.len());
+    assert_eq!(count, 9, "5 pyarrow rows and 4 DuckDB rows");
+}
+
+#[test]
+fn flags_build_the_same_request_as_the_target() {
+    let from_flags = ok(export(&[
+        "--app",
+        "1001",
+        "--since",
+        "2026-10-02",
+        "--until",
+        "2026-10-02 23:59:59",
+        "--fields",
+        "error_datetime,error_id,error_name,error,os_name,os_version,service_device_id,mcc,city",
+        "--filter",
+        "os_name=ios",
+        "--limit",
+        "25",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(from_flags, ok(export(&[&format!("errors.json?{IOS_DAY}")])));
+}
+
+#[test]
+fn empty_results_are_still_complete_documents() {
+    let q = "application_id=1001&date_since=2026-10-02&date_until=2026-10-02&fields=error_id,os_name&os_name=nothing";
+    assert_eq!(ok(export(&[&format!("errors.csv?{q}")])), b"error_id,os_name\n");
+    assert_eq!(ok(export(&[&format!("errors.json?{q}")])), b"{\"data\":[]}\n");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_the_parameter() {
+    let base = "application_id=1001&date_since=2026-10-02&date_until=2026-10-02&fields=error_id";
+    for (query, needle) in [
+        (
+            format!("{base}&os_nmae=ios"),
+            "parameter `os_nmae` is not a known parameter (did you mean `os_name`?)",
+        ),
+        (format!("{base}&limit=0"), "parameter `limit`"),
+        (base.replace("2026-10-02&date_until", "2026-02-30&date_until"), "parameter `date_since`"),
+        (base.replace("error_id", "error_id,nope"), "parameter `fields` contains `nope`"),
+        (format!("{base}&mcc=abc"), "parameter `mcc`"),
+        (format!("{base}&date_dimension=server"), "parameter `date_dimension`"),
+    ] {
+        let output = export(&[&format!("errors.csv?{query}")]);
+        assert_eq!(output.status.code(), Some(2), "{query}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert!(stderr.starts_with("error: ") && stderr.contains(needle), "{query}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(output.stdout.is_empty());
+    }
+    let output = export(&["errors.xml?application_id=1"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn explain_shows_the_plans_and_the_pruning() {
+    let output = ok(export(&["--explain", &format!("errors.csv?{IOS_DAY}")]));
+    let text = String::from_utf8(output).unwrap();
+    for needle in [
+        "Logical plan:",
+        "TableScan: errors",
+        "DataSourceExec",
+        "row_groups_pruned_statistics",
+        "Files: 7 date folders of the application, 6 outside the range",
+        "Rows exported: 25",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
+    }
+}
+
+#[test]
+fn output_file_appears_only_when_the_export_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("out.csv");
+    ok(export(&["--output", target.to_str().unwrap(), &format!("errors.csv?{IOS_DAY}")]));
+    assert_eq!(std::fs::read(&target).unwrap(), ok(export(&[&format!("errors.csv?{IOS_DAY}")])));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left behind");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "an ordinary file, not the temporary file's 0600");
+    }
+}
+
+/// A copy of one day of application 1001 in which one file's data pages are damaged while
+/// its footer is intact: the damage shows only while rows are being exported.
+fn dataset_with_damaged_pages() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = testdata().join("application_id=1001/date=2026-10-02");
+    let to = dir.path().join("application_id=1001/date=2026-10-02");
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+    }
+    let victim = to.join("part-00000.parquet");
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let len = bytes.len();
+    for b in &mut bytes[len / 3..len / 2] {
+        *b = 0xA5;
+    }
+    std::fs::write(&victim, bytes).unwrap();
+    dir
+}
+
+#[test]
+fn a_failure_mid_export_is_visible_and_leaves_no_output_file() {
+    let dir = dataset_with_damaged_pages();
+    let query = "errors.csv?application_id=1001&date_since=2026-10-02&date_until=2026-10-02&fields=error,error_id,city";
+    let target = dir.path().join("out.csv");
+    let output = logs()
+        .args(["export", "--target-partitions", "1", "--data"])
+        .arg(dir.path())
+        .arg("--output")
+        .arg(&target)
+        .arg(query)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!target.exists(), "a failed export must not leave a file that looks complete");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left behind");
+
+    let output = logs()
+        .args(["export", "--target-partitions", "1", "--data"])
+        .arg(dir.path())
+        .arg(query)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("incomplete") || stderr.contains("cannot read"), "{stderr}");
+}
+
+#[test]
+fn a_closed_pipe_ends_the_export_quietly() {
+    let mut child = logs()
+        .args(["export", "--data"])
+        .arg(testdata())
+        .arg("errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error,error_json,error_id")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(&first, b"error,erro");
+    assert!(output.status.success(), "{:?}", output.status);
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn generate_refuses_a_non_empty_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("keep.txt"), b"x").unwrap();
+    let output = logs().args(["generate", "--rows", "10", "--out"]).arg(dir.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+}

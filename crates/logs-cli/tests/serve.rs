@@ -1,0 +1,178 @@
+//! `logs serve` as a new user runs it: it prints a generated token and a curl command; that
+//! command's URL answers with exactly what `logs export` writes for the same query; a missing
+//! or wrong token gets 401; SIGTERM stops it cleanly.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const LOGS: &str = env!("CARGO_BIN_EXE_logs");
+
+/// A running `logs serve`, killed if the test fails before stopping it.
+struct Served {
+    child: Child,
+    token: String,
+    curl_url: String,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn logs_command() -> Command {
+    let mut command = Command::new(LOGS);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("LOGS_") {
+            command.env_remove(name);
+        }
+    }
+    // One partition: rows come in file order, so bodies compare byte for byte.
+    command.env("LOGS_TARGET_PARTITIONS", "1");
+    command
+}
+
+fn serve(data: &Path) -> Served {
+    let mut child = logs_command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start logs serve");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut printed = Vec::new();
+    let curl = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no curl line in {printed:#?}"));
+        if line.trim_start().starts_with("curl ") {
+            break line;
+        }
+        printed.push(line);
+    };
+    // curl -H 'Authorization: OAuth <token>' '<url>'
+    let parts: Vec<&str> = curl.split('\'').collect();
+    let token =
+        parts[1].strip_prefix("Authorization: OAuth ").expect("the header in the curl command").to_owned();
+    let curl_url = parts[3].to_owned();
+    let base = curl_url.split("/logs/").next().unwrap().to_owned();
+    assert!(printed.iter().any(|l| l.trim() == token), "the token on a line of its own: {printed:#?}");
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    Served { child, token, curl_url, base }
+}
+
+fn export(data: &Path, target: &str) -> Vec<u8> {
+    let output = logs_command().args(["export", "--data"]).arg(data).arg(target).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_curl_command_works_and_matches_logs_export() {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = logs_generate::GenerateOptions::new(data.path());
+    options.rows = 8_000;
+    options.days = 7;
+    options.threads = 2;
+    logs_generate::generate(&options).unwrap();
+
+    let served = serve(data.path());
+    assert!(served.curl_url.contains("application_id=1001&date_since=2026-10-01&date_until=2026-10-07"));
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let auth = format!("OAuth {}", served.token);
+
+    let tail = served.curl_url.split("/logs/v1/export/").nth(1).unwrap().to_owned();
+    let targets = [
+        tail,
+        "errors.csv?application_id=1001&date_since=2026-10-02&date_until=2026-10-05+12:00:00&\
+         fields=error_id,error,error_json,city,device_ipv6,mcc,service_device_id&os_name=android&use_utf8_bom=true"
+            .to_owned(),
+        "errors.json?application_id=1002&date_since=2026-10-01&date_until=2026-10-07&\
+         fields=error_datetime,error,error_receive_timestamp,operator_name&date_dimension=receive"
+            .to_owned(),
+    ];
+    for target in &targets {
+        let expected = export(data.path(), target);
+        let url = format!("{}/logs/v1/export/{target}", served.base);
+        let response = client.get(&url).header("Authorization", &auth).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{target}");
+        let body = response.bytes().await.unwrap();
+        assert!(body.len() > 100, "{target}");
+        assert!(
+            body == expected,
+            "{target}: {} bytes over HTTP, {} from logs export",
+            body.len(),
+            expected.len()
+        );
+
+        let response = client
+            .get(&url)
+            .header("Authorization", &auth)
+            .header("Accept-Encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["content-encoding"], "gzip");
+        let mut unzipped = Vec::new();
+        flate2::read::GzDecoder::new(&response.bytes().await.unwrap()[..])
+            .read_to_end(&mut unzipped)
+            .unwrap();
+        assert!(unzipped == expected, "{target} gzipped");
+    }
+
+    let response = client.get(&served.curl_url).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.headers()["www-authenticate"], "OAuth realm=\"logs-export\"");
+    let response =
+        client.get(&served.curl_url).header("Authorization", "OAuth wrong-token").send().await.unwrap();
+    assert_eq!(response.status(), 401);
+
+    stop(served);
+}
+
+/// SIGTERM: the process finishes and exits with success.
+fn stop(mut served: Served) {
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    for _ in 0..200 {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("logs serve did not stop within 10 s of SIGTERM");
+}
+
+#[test]
+fn a_bad_tokens_file_is_a_usage_error_that_quotes_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(&tokens, "[[tokens]]\nname = \"a\"\nsha256 = \"not-a-hash-s3cr3t\"\nscopes = []\n")
+        .unwrap();
+    let output = logs_command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path())
+        .arg("--tokens")
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("64 hexadecimal") && !stderr.contains("s3cr3t"), "{stderr}");
+}

@@ -1,0 +1,324 @@
+//! Authorization: who is calling (the access token) and what they may do (scopes and
+//! applications).
+//!
+//! The [`require_token`] middleware runs for every route of [`crate::app`] except those in
+//! [`PUBLIC_ROUTES`]: it refuses tokens in the URL, reads `Authorization: OAuth <token>` (or
+//! `Bearer <token>`), asks the token sources and puts the [`Caller`] into the request.
+//! Handlers then take [`ReadAccess`] or [`WriteAccess`], which check the scope: a handler
+//! cannot learn who calls without naming the scope it needs.
+//!
+//! Tokens are only ever handled as their SHA-256 ([`TokenHash`]): the tokens file stores
+//! hashes, lookups go by hash, the introspection cache is keyed by hash.
+
+pub mod introspection;
+pub mod tokens_file;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{HeaderMap, header};
+use sha2::{Digest, Sha256};
+
+use crate::error::{ApiError, AuthProblem};
+use crate::log::RequestLog;
+use crate::state::AppState;
+
+pub use introspection::{IntrospectionConfig, Introspector};
+pub use tokens_file::{TokenSet, TokenStore, TokensFileError};
+
+/// The scope the export and the applications list need.
+pub const READ_SCOPE: &str = "service:read";
+/// The scope anything that changes state needs.
+pub const WRITE_SCOPE: &str = "service:write";
+
+/// Routes (as written in the router) that need no token. Everything else does, including
+/// routes added later and the fallback.
+pub const PUBLIC_ROUTES: [&str; 1] = ["/healthz"];
+
+/// Query parameters that carry tokens in other OAuth deployments; never accepted here.
+pub const TOKEN_PARAMETERS: [&str; 3] = ["oauth_token", "access_token", "token"];
+
+/// The SHA-256 of an access token: the only form in which tokens are kept or compared.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenHash(pub [u8; 32]);
+
+impl TokenHash {
+    pub fn of(token: &str) -> TokenHash {
+        TokenHash(Sha256::digest(token.as_bytes()).into())
+    }
+}
+
+impl fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenHash(…)")
+    }
+}
+
+/// Which applications a token may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applications {
+    All,
+    Only(BTreeSet<i64>),
+}
+
+/// What a token grants: a name for logs, scopes, applications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Shown in logs instead of the token.
+    pub name: String,
+    pub scopes: BTreeSet<String>,
+    pub applications: Applications,
+}
+
+impl Principal {
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.contains(scope)
+    }
+
+    pub fn may_access(&self, application_id: i64) -> bool {
+        match &self.applications {
+            Applications::All => true,
+            Applications::Only(ids) => ids.contains(&application_id),
+        }
+    }
+}
+
+/// The authenticated caller of one request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: Arc<Principal>,
+    /// Identifies the token (for per-token limits) without holding it.
+    pub token: TokenHash,
+}
+
+impl Caller {
+    fn require(self, scope: &'static str) -> Result<Caller, ApiError> {
+        if self.principal.has_scope(scope) {
+            Ok(self)
+        } else {
+            Err(ApiError::InsufficientScope { required: scope })
+        }
+    }
+}
+
+/// A caller whose token has [`READ_SCOPE`].
+#[derive(Debug, Clone)]
+pub struct ReadAccess(pub Caller);
+
+/// A caller whose token has [`WRITE_SCOPE`].
+#[derive(Debug, Clone)]
+pub struct WriteAccess(pub Caller);
+
+fn caller(parts: &Parts) -> Result<Caller, ApiError> {
+    parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+        ApiError::Internal("no authenticated caller: the route is outside the authorization layer".into())
+    })
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ReadAccess {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<ReadAccess, ApiError> {
+        Ok(ReadAccess(caller(parts)?.require(READ_SCOPE)?))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WriteAccess {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<WriteAccess, ApiError> {
+        Ok(WriteAccess(caller(parts)?.require(WRITE_SCOPE)?))
+    }
+}
+
+/// The token sources, asked in order: the tokens file (or the generated token), then the
+/// identity provider.
+#[derive(Debug, Default)]
+pub struct Authenticator {
+    tokens: Option<Arc<TokenStore>>,
+    introspection: Option<Arc<Introspector>>,
+}
+
+impl Authenticator {
+    pub fn new(tokens: Option<Arc<TokenStore>>, introspection: Option<Arc<Introspector>>) -> Authenticator {
+        Authenticator { tokens, introspection }
+    }
+
+    pub fn tokens(&self) -> Option<&Arc<TokenStore>> {
+        self.tokens.as_ref()
+    }
+
+    pub fn introspection(&self) -> Option<&Arc<Introspector>> {
+        self.introspection.as_ref()
+    }
+
+    /// What `token` grants, or why it grants nothing.
+    pub async fn authenticate(&self, token: &str) -> Result<Arc<Principal>, ApiError> {
+        self.authenticate_hashed(token, TokenHash::of(token)).await
+    }
+
+    async fn authenticate_hashed(&self, token: &str, hash: TokenHash) -> Result<Arc<Principal>, ApiError> {
+        if let Some(principal) = self.tokens.as_ref().and_then(|store| store.lookup(&hash)) {
+            return Ok(principal);
+        }
+        match &self.introspection {
+            Some(introspector) => introspector.authenticate(token, hash).await,
+            None => Err(ApiError::Unauthenticated(AuthProblem::Invalid)),
+        }
+    }
+}
+
+/// The authorization middleware (see the module documentation).
+pub async fn require_token(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    if let Some(parameter) = token_in_query(request.uri().query()) {
+        state.metrics().auth_failure("token_in_query");
+        return ApiError::Unauthenticated(AuthProblem::InQuery(parameter)).into_response();
+    }
+    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
+    if route.is_some_and(|route| PUBLIC_ROUTES.contains(&route.as_str())) {
+        return next.run(request).await;
+    }
+    let token = match token_from_headers(request.headers()) {
+        Ok(token) => token,
+        Err(problem) => {
+            state.metrics().auth_failure(match problem {
+                AuthProblem::Missing => "missing",
+                _ => "malformed",
+            });
+            return ApiError::Unauthenticated(problem).into_response();
+        }
+    };
+    let hash = TokenHash::of(&token);
+    let principal = match state.auth().authenticate_hashed(&token, hash).await {
+        Ok(principal) => principal,
+        Err(e) => {
+            state.metrics().auth_failure(match &e {
+                ApiError::Unauthenticated(AuthProblem::Expired) => "expired",
+                ApiError::Unauthenticated(_) => "invalid",
+                _ => "provider_unavailable",
+            });
+            return e.into_response();
+        }
+    };
+    if let Some(log) = request.extensions().get::<Arc<RequestLog>>() {
+        log.set_token_name(&principal.name);
+    }
+    let caller = Caller { principal, token: hash };
+    drop(token);
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// The name of the first query parameter that looks like an access token.
+pub fn token_in_query(query: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes())
+        .map(|(name, _)| name)
+        .find(|name| TOKEN_PARAMETERS.iter().any(|t| t.eq_ignore_ascii_case(name)))
+        .map(|name| name.into_owned())
+}
+
+/// The token of `Authorization: OAuth <token>` or `Bearer <token>` (schemes in any case).
+pub fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProblem> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next().ok_or(AuthProblem::Missing)?;
+    if values.next().is_some() {
+        return Err(AuthProblem::Malformed);
+    }
+    let value = value.to_str().map_err(|_| AuthProblem::Malformed)?;
+    let (scheme, token) = value.trim().split_once([' ', '\t']).ok_or(AuthProblem::Malformed)?;
+    let token = token.trim_start_matches([' ', '\t']);
+    let scheme_ok = scheme.eq_ignore_ascii_case("oauth") || scheme.eq_ignore_ascii_case("bearer");
+    if !scheme_ok || !is_token_syntax(token) {
+        return Err(AuthProblem::Malformed);
+    }
+    Ok(token.to_owned())
+}
+
+/// RFC 6750's `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
+pub fn is_token_syntax(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    !body.is_empty()
+        && token.len() <= 4096
+        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}
+
+/// The TOML error's line and message, with every quoted value blanked out (serde's messages
+/// quote the offending value, which could be a token).
+pub(crate) fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let mut message = String::new();
+    let mut quoted = false;
+    for c in e.message().chars() {
+        if c == '"' {
+            if !quoted {
+                message.push_str("\"…\"");
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            message.push(c);
+        }
+    }
+    let message = message.trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let line = text.get(..span.start).map_or(0, |before| before.matches('\n').count()) + 1;
+            format!("line {line}: {message}")
+        }
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn reads_oauth_and_bearer_in_any_case() {
+        for v in ["OAuth abc", "oauth abc", "OAUTH   abc", "Bearer abc", "bearer abc=="] {
+            assert!(token_from_headers(&headers(&[v])).unwrap().starts_with("abc"), "{v}");
+        }
+    }
+
+    #[test]
+    fn refuses_malformed_headers() {
+        assert_eq!(token_from_headers(&headers(&[])), Err(AuthProblem::Missing));
+        for v in ["abc", "Basic abc", "OAuth", "OAuth ", "OAuth a b", "OAuth ===", "OAuth a\"b"] {
+            assert_eq!(token_from_headers(&headers(&[v])), Err(AuthProblem::Malformed), "{v}");
+        }
+        assert_eq!(token_from_headers(&headers(&["OAuth a", "OAuth b"])), Err(AuthProblem::Malformed));
+    }
+
+    #[test]
+    fn finds_tokens_in_queries() {
+        assert_eq!(token_in_query(Some("a=1&access_token=x")), Some("access_token".into()));
+        assert_eq!(token_in_query(Some("OAuth_Token=x")), Some("OAuth_Token".into()));
+        assert_eq!(token_in_query(Some("to%6Ben=x")), Some("token".into()));
+        assert_eq!(token_in_query(Some("tokens=x&error_name=token")), None);
+        assert_eq!(token_in_query(None), None);
+    }
+
+    #[test]
+    fn principals() {
+        let p = Principal {
+            name: "a".into(),
+            scopes: [READ_SCOPE.to_owned()].into(),
+            applications: Applications::Only([1001].into()),
+        };
+        assert!(p.may_access(1001) && !p.may_access(1002));
+        assert!(p.has_scope(READ_SCOPE) && !p.has_scope(WRITE_SCOPE));
+        assert_eq!(format!("{:?}", TokenHash::of("secret")), "TokenHash(…)");
+    }
+}

@@ -1,0 +1,362 @@
+//! The service's errors and their HTTP answers.
+//!
+//! Every way a request can fail is an [`ApiError`], and [`ApiError::problem`] holds the one
+//! `match` that maps each kind to a status, an `error_type`, a message for the client and the
+//! headers that go with it. 5xx answers say little; their detail goes to the log.
+//!
+//! The body of every error answer:
+//!
+//! ```json
+//! {"errors":[{"error_type":"invalid_parameter","message":"…","location":"date_since"}],
+//!  "code":400,"message":"…"}
+//! ```
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use logs_core::RequestError;
+use serde::Serialize;
+
+/// The realm named in `WWW-Authenticate` challenges.
+pub const REALM: &str = "logs-export";
+
+/// Why a request was not authenticated (401).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthProblem {
+    /// No `Authorization` header.
+    Missing,
+    /// An `Authorization` header that is not `OAuth <token>` or `Bearer <token>`.
+    Malformed,
+    /// A token that no token source knows, or that the identity provider calls inactive.
+    Invalid,
+    /// A token whose `exp` has passed.
+    Expired,
+    /// A token in the query string, in the parameter named here.
+    InQuery(String),
+}
+
+/// Everything that can go wrong with a request, as categories.
+#[derive(Debug)]
+pub enum ApiError {
+    /// A query parameter is missing or wrong.
+    InvalidParameter(RequestError),
+    /// No valid access token (401).
+    Unauthenticated(AuthProblem),
+    /// The token lacks a scope the route needs (403).
+    InsufficientScope { required: &'static str },
+    /// The token may not read this application; the same answer whether it exists or not (403).
+    ApplicationDenied { application_id: i64 },
+    /// No such route, or an export extension other than `csv` and `json` (404).
+    NotFound,
+    /// The route exists but not for this method (405; axum adds the `Allow` header).
+    MethodNotAllowed,
+    /// The request target is longer than allowed (414).
+    UriTooLong { max: usize },
+    /// The request headers are larger than allowed (431).
+    HeadersTooLarge { max: usize },
+    /// This token already runs as many exports as it may (429).
+    TooManyExports { max: usize, retry_after: Duration },
+    /// The server already runs as many exports as it may (503).
+    ServerBusy { retry_after: Duration },
+    /// The identity provider could not be asked (503); the detail is for the log.
+    IdentityProviderUnavailable { detail: String, retry_after: Duration },
+    /// The export produced nothing before the time-to-first-byte limit (503).
+    FirstByteTimeout { limit: Duration },
+    /// The engine failed before any byte was sent.
+    Engine(logs_core::Error),
+    /// A bug in the server; the detail is for the log (500).
+    Internal(String),
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> ApiError {
+        ApiError::InvalidParameter(e)
+    }
+}
+
+impl From<logs_core::Error> for ApiError {
+    fn from(e: logs_core::Error) -> ApiError {
+        ApiError::Engine(e)
+    }
+}
+
+/// What an [`ApiError`] answers: the status, the body's fields and the extra headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub status: StatusCode,
+    pub error_type: &'static str,
+    pub message: String,
+    pub location: Option<String>,
+    pub www_authenticate: Option<String>,
+    pub retry_after: Option<Duration>,
+    /// What goes to the log and never to the client.
+    pub detail: Option<String>,
+}
+
+impl Problem {
+    fn new(status: StatusCode, error_type: &'static str, message: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            error_type,
+            message: message.into(),
+            location: None,
+            www_authenticate: None,
+            retry_after: None,
+            detail: None,
+        }
+    }
+
+    fn at(mut self, location: &str) -> Problem {
+        if !location.is_empty() {
+            self.location = Some(location.to_owned());
+        }
+        self
+    }
+
+    fn challenge(mut self, error: Option<&str>, extra: &str) -> Problem {
+        let mut value = format!("OAuth realm=\"{REALM}\"");
+        if let Some(error) = error {
+            value.push_str(&format!(", error=\"{error}\""));
+        }
+        value.push_str(extra);
+        self.www_authenticate = Some(value);
+        self
+    }
+
+    fn retry_after(mut self, after: Duration) -> Problem {
+        self.retry_after = Some(after);
+        self
+    }
+
+    fn detail(mut self, detail: String) -> Problem {
+        self.detail = Some(detail);
+        self
+    }
+}
+
+impl ApiError {
+    /// The one place where error kinds become statuses.
+    pub fn problem(&self) -> Problem {
+        use logs_core::Error as Engine;
+        match self {
+            ApiError::InvalidParameter(e) | ApiError::Engine(Engine::InvalidRequest(e)) => {
+                Problem::new(StatusCode::BAD_REQUEST, "invalid_parameter", e.to_string()).at(e.parameter())
+            }
+            ApiError::Unauthenticated(AuthProblem::Missing) => Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "an access token is required: send it as `Authorization: OAuth <token>`",
+            )
+            .challenge(None, ""),
+            ApiError::Unauthenticated(AuthProblem::Malformed) => Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_token",
+                "the Authorization header must be `OAuth <token>` (or `Bearer <token>`)",
+            )
+            .challenge(Some("invalid_token"), ""),
+            ApiError::Unauthenticated(AuthProblem::Invalid) => Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_token",
+                "the access token is not valid (unknown, revoked or expired)",
+            )
+            .challenge(Some("invalid_token"), ""),
+            ApiError::Unauthenticated(AuthProblem::Expired) => {
+                Problem::new(StatusCode::UNAUTHORIZED, "invalid_token", "the access token has expired")
+                    .challenge(Some("invalid_token"), "")
+            }
+            ApiError::Unauthenticated(AuthProblem::InQuery(parameter)) => Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request",
+                format!(
+                    "access tokens are not accepted in the URL (parameter `{parameter}`); send the token \
+                     in the Authorization header: `Authorization: OAuth <token>`, and consider this token \
+                     exposed"
+                ),
+            )
+            .at(parameter)
+            .challenge(Some("invalid_request"), ""),
+            ApiError::InsufficientScope { required } => Problem::new(
+                StatusCode::FORBIDDEN,
+                "insufficient_scope",
+                format!("the access token lacks the scope `{required}` that this call needs"),
+            )
+            .challenge(Some("insufficient_scope"), &format!(", scope=\"{required}\"")),
+            ApiError::ApplicationDenied { application_id } => Problem::new(
+                StatusCode::FORBIDDEN,
+                "access_denied",
+                format!("the access token does not grant access to application {application_id}"),
+            )
+            .at("application_id"),
+            ApiError::NotFound => Problem::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such resource; the export is GET /logs/v1/export/errors.csv or errors.json, the \
+                 applications list GET /management/v1/applications",
+            ),
+            ApiError::MethodNotAllowed => Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this method is not allowed here; the Allow header lists those that are",
+            ),
+            ApiError::UriTooLong { max } => Problem::new(
+                StatusCode::URI_TOO_LONG,
+                "uri_too_long",
+                format!("the request target is longer than {max} bytes"),
+            ),
+            ApiError::HeadersTooLarge { max } => Problem::new(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+                format!("the request headers are larger than {max} bytes"),
+            ),
+            ApiError::TooManyExports { max, retry_after } => Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_requests",
+                format!("this access token already runs {max} exports at once; retry when one has finished"),
+            )
+            .retry_after(*retry_after),
+            ApiError::ServerBusy { retry_after } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_busy",
+                "the server runs as many exports as it may at once; retry later",
+            )
+            .retry_after(*retry_after),
+            ApiError::IdentityProviderUnavailable { detail, retry_after } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "identity_provider_unavailable",
+                "the access token cannot be checked now: the identity provider is unavailable; retry later",
+            )
+            .retry_after(*retry_after)
+            .detail(detail.clone()),
+            ApiError::FirstByteTimeout { limit } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "timeout",
+                format!(
+                    "the export produced no data within {} s; narrow the date range or add filters, or \
+                     retry later",
+                    limit.as_secs_f64()
+                ),
+            ),
+            ApiError::Engine(e @ Engine::Storage { .. }) => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage_unavailable",
+                "part of the dataset cannot be read; retry later, or pass skip_unavailable_shards=true to \
+                 export what can be read",
+            )
+            .detail(e.to_string()),
+            ApiError::Engine(e @ Engine::ResourcesExhausted(_)) => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "resources_exhausted",
+                "the server has no memory left for this export now; retry later or narrow the request",
+            )
+            .retry_after(Duration::from_secs(5))
+            .detail(e.to_string()),
+            ApiError::Engine(e @ (Engine::Config { .. } | Engine::Internal(_))) => {
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", INTERNAL_MESSAGE)
+                    .detail(e.to_string())
+            }
+            ApiError::Internal(detail) => {
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", INTERNAL_MESSAGE)
+                    .detail(detail.clone())
+            }
+        }
+    }
+}
+
+const INTERNAL_MESSAGE: &str =
+    "internal error; the details are in the server's log under this response's x-request-id";
+
+#[derive(Serialize)]
+struct Body<'a> {
+    errors: [Item<'a>; 1],
+    code: u16,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct Item<'a> {
+    error_type: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    location: Option<&'a str>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = self.problem();
+        if let Some(detail) = &problem.detail {
+            if problem.status.is_server_error() {
+                tracing::error!(status = problem.status.as_u16(), error_type = problem.error_type, %detail, "request failed");
+            } else {
+                tracing::warn!(status = problem.status.as_u16(), error_type = problem.error_type, %detail, "request failed");
+            }
+        }
+        problem.into_response()
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = Body {
+            errors: [Item {
+                error_type: self.error_type,
+                message: &self.message,
+                location: self.location.as_deref(),
+            }],
+            code: self.status.as_u16(),
+            message: &self.message,
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+        if let Some(challenge) = self.www_authenticate.and_then(|v| HeaderValue::try_from(v).ok()) {
+            headers.insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        if let Some(after) = self.retry_after {
+            let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_parameter_names_its_location() {
+        let p = ApiError::InvalidParameter(RequestError::new("date_since", "is required")).problem();
+        assert_eq!(p.status, StatusCode::BAD_REQUEST);
+        assert_eq!(p.location.as_deref(), Some("date_since"));
+        let p = ApiError::InvalidParameter(RequestError::new("", "bad")).problem();
+        assert_eq!(p.location, None);
+    }
+
+    #[test]
+    fn server_errors_keep_details_out_of_the_message() {
+        let storage = logs_core::Error::Storage {
+            path: Some("/secret/place/file.parquet".into()),
+            message: "boom".into(),
+        };
+        let p = ApiError::Engine(storage).problem();
+        assert_eq!(p.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!p.message.contains("/secret"), "{}", p.message);
+        assert!(p.detail.unwrap().contains("/secret/place"));
+        let p = ApiError::Internal("index out of bounds".into()).problem();
+        assert_eq!(p.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!p.message.contains("index"));
+    }
+
+    #[test]
+    fn challenges() {
+        let p = ApiError::Unauthenticated(AuthProblem::Missing).problem();
+        assert_eq!(p.www_authenticate.as_deref(), Some("OAuth realm=\"logs-export\""));
+        let p = ApiError::InsufficientScope { required: "service:read" }.problem();
+        assert_eq!(
+            p.www_authenticate.as_deref(),
+            Some("OAuth realm=\"logs-export\", error=\"insufficient_scope\", scope=\"service:read\"")
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! `GET /logs/v1/export/errors.{csv|json}`: the export, streamed.
+//!
+//! The handler validates the query with the engine's parser, checks the caller's
+//! applications, takes an export permit, starts the query and waits for its first batch (at
+//! most `first_byte_timeout`), so that every failure up to then gets a status and a JSON body.
+//! Then a producer task encodes the batches in slices of about 512 KiB, flushes each slice as
+//! one chunk, and hands the chunks to the response body through a channel of `chunk_queue`
+//! chunks:
+//!
+//! - backpressure: a client that reads slowly makes `send` wait, which stops the query from
+//!   being polled; memory stays bounded by the queue;
+//! - a client that goes away drops the body and with it the receiver: the producer sees the
+//!   channel closed (even while waiting for the engine) and drops the query, which cancels it
+//!   and releases its memory and files at once;
+//! - a failure after the first byte ends the body with an error, which makes hyper abort the
+//!   connection (no final chunk): the client sees an incomplete transfer, never a short
+//!   response that looks complete.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use http::{HeaderValue, Uri, header};
+use logs_core::arrow::record_batch::RecordBatch;
+use logs_core::{Engine, ExportRequest, ExportStream, QueryPairs};
+use logs_format::{Encoder, EncoderOptions, Format};
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use crate::auth::ReadAccess;
+use crate::error::ApiError;
+use crate::limits::ExportPermit;
+use crate::log::RequestLog;
+use crate::metrics::{Metrics, Outcome, RunningExport};
+use crate::state::AppState;
+
+/// The export's path prefix.
+pub const EXPORT_PATH: &str = "/logs/v1/export/";
+
+/// The header that tells how many unreadable files `skip_unavailable_shards=true` left out.
+pub const SKIPPED_SHARDS: &str = "x-skipped-shards";
+
+/// Rows are encoded in slices of about this many bytes, so that a batch of long rows never
+/// sits encoded in memory whole.
+const SLICE_BYTES: u64 = 512 * 1024;
+
+/// The handler.
+pub async fn export_errors(
+    State(state): State<AppState>,
+    ReadAccess(caller): ReadAccess,
+    uri: Uri,
+    log: Option<axum::Extension<Arc<RequestLog>>>,
+) -> Result<Response, ApiError> {
+    // The router only sends these two paths here; anything else under the prefix is 404.
+    let format = match uri.path().strip_prefix(EXPORT_PATH) {
+        Some("errors.csv") => Format::Csv,
+        Some("errors.json") => Format::Json,
+        _ => return Err(ApiError::NotFound),
+    };
+    let pairs = QueryPairs::parse(uri.query().unwrap_or(""))?;
+    let request = ExportRequest::from_pairs(&pairs, state.engine().policy())?;
+    if !caller.principal.may_access(request.application_id()) {
+        return Err(ApiError::ApplicationDenied { application_id: request.application_id() });
+    }
+    let permit = state.limiter().acquire(caller.token)?;
+    let mut running = state.metrics().export_started();
+
+    let limit = state.settings().first_byte_timeout;
+    let started = match tokio::time::timeout(limit, start_export(state.engine(), &request)).await {
+        Ok(Ok(started)) => started,
+        Ok(Err(e)) => {
+            running.set_outcome(Outcome::Failed);
+            return Err(e.into());
+        }
+        Err(_) => {
+            running.set_outcome(Outcome::Failed);
+            return Err(ApiError::FirstByteTimeout { limit });
+        }
+    };
+    let (stream, first) = started;
+    let skipped = stream.selection().skipped.len();
+    for file in &stream.selection().skipped {
+        tracing::warn!(path = %file.path.display(), reason = %file.reason, "skipped an unreadable file");
+    }
+    state.metrics().add_skipped_files(skipped as u64);
+
+    let options = EncoderOptions::default().with_bom(request.use_utf8_bom());
+    let pending = Arc::new(Mutex::new(VecDeque::new()));
+    let writer = ChunkWriter { pending: pending.clone(), metrics: state.metrics().clone() };
+    let encoder = match Encoder::new(format, writer, &stream.schema(), options) {
+        Ok(encoder) => encoder,
+        Err(e) => {
+            running.set_outcome(Outcome::Failed);
+            return Err(ApiError::Internal(format!("cannot encode the export's schema: {e}")));
+        }
+    };
+    let (tx, rx) = mpsc::channel(state.settings().chunk_queue);
+    let producer = Producer {
+        stream,
+        encoder: Some(encoder),
+        pending,
+        tx,
+        metrics: state.metrics().clone(),
+        log: log.map(|l| l.0),
+        running,
+        permit,
+    };
+    tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
+
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, format.content_type())
+        .header(
+            header::CONTENT_DISPOSITION,
+            HeaderValue::from_static(match format {
+                Format::Csv => "attachment; filename=\"errors.csv\"",
+                Format::Json => "attachment; filename=\"errors.json\"",
+            }),
+        )
+        .header(SKIPPED_SHARDS, skipped)
+        .body(Body::from_stream(ChunkStream { rx, finished: false }))
+        .map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;
+    Ok(response)
+}
+
+/// Starts the query and waits for its first batch (`None`: it has no rows at all).
+async fn start_export(
+    engine: &Engine,
+    request: &ExportRequest,
+) -> Result<(ExportStream, Option<RecordBatch>), logs_core::Error> {
+    let mut stream = engine.export(request).await?;
+    let first = stream.next().await.transpose()?;
+    Ok((stream, first))
+}
+
+/// Encoded bytes on their way to the connection, counted in the metrics until taken.
+#[derive(Debug)]
+struct Chunk {
+    bytes: Bytes,
+    metrics: Arc<Metrics>,
+}
+
+impl Chunk {
+    /// The bytes, no longer counted as buffered.
+    fn take(mut self) -> Bytes {
+        let bytes = std::mem::take(&mut self.bytes);
+        self.metrics.unbuffer(bytes.len() as u64);
+        bytes
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        self.metrics.unbuffer(self.bytes.len() as u64);
+    }
+}
+
+/// What the producer sends to the body.
+#[derive(Debug)]
+enum Message {
+    Data(Chunk),
+    /// Every byte has been sent.
+    End,
+    /// The export failed after the first byte.
+    Failed,
+}
+
+/// Where the encoder writes: each flush (after every slice) becomes a pending chunk.
+struct ChunkWriter {
+    pending: Arc<Mutex<VecDeque<Chunk>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !buf.is_empty() {
+            self.metrics.buffer(buf.len() as u64);
+            let chunk = Chunk { bytes: Bytes::copy_from_slice(buf), metrics: self.metrics.clone() };
+            self.pending.lock().unwrap_or_else(|e| e.into_inner()).push_back(chunk);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Why the producer stopped early.
+enum Stop {
+    ClientGone,
+    Failed(String),
+}
+
+/// Encodes one export into the body's channel.
+struct Producer {
+    stream: ExportStream,
+    encoder: Option<Encoder<ChunkWriter>>,
+    pending: Arc<Mutex<VecDeque<Chunk>>>,
+    tx: mpsc::Sender<Message>,
+    metrics: Arc<Metrics>,
+    log: Option<Arc<RequestLog>>,
+    running: RunningExport,
+    permit: ExportPermit,
+}
+
+impl Producer {
+    async fn run(mut self, first: Option<RecordBatch>) {
+        let result = self.pump(first).await;
+        let Producer { stream, encoder, pending, tx, mut running, permit, .. } = self;
+        // Release the query (memory, files) before anything else.
+        drop(stream);
+        drop(encoder);
+        pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        match result {
+            Ok(rows) => {
+                tracing::debug!(rows, "export sent");
+                running.set_outcome(Outcome::Completed);
+            }
+            Err(Stop::ClientGone) => {
+                tracing::info!("export cancelled: the connection closed before the end");
+                running.set_outcome(Outcome::Cancelled);
+            }
+            Err(Stop::Failed(detail)) => {
+                tracing::error!(%detail, "export failed after the first byte; aborting the response");
+                running.set_outcome(Outcome::Failed);
+                // If the queue is full, dropping `tx` without `End` aborts the response too.
+                let _ = tx.try_send(Message::Failed);
+            }
+        }
+        drop(tx);
+        drop(permit);
+        drop(running);
+    }
+
+    /// Sends every batch; the number of rows sent.
+    async fn pump(&mut self, first: Option<RecordBatch>) -> Result<u64, Stop> {
+        if let Some(batch) = first {
+            self.write(&batch).await?;
+        }
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.tx.closed() => return Err(Stop::ClientGone),
+                next = self.stream.next() => next,
+            };
+            match next {
+                None => break,
+                Some(Ok(batch)) => self.write(&batch).await?,
+                Some(Err(e)) => return Err(Stop::Failed(e.to_string())),
+            }
+        }
+        let encoder = self.encoder.take().ok_or_else(|| Stop::Failed("the encoder is gone".into()))?;
+        let rows = encoder.rows_written();
+        encoder.finish().map_err(|e| Stop::Failed(e.to_string()))?;
+        self.send_pending().await?;
+        self.tx.send(Message::End).await.map_err(|_| Stop::ClientGone)?;
+        Ok(rows)
+    }
+
+    /// Encodes `batch` in slices, sending each slice's chunks before encoding the next.
+    async fn write(&mut self, batch: &RecordBatch) -> Result<(), Stop> {
+        let rows = batch.num_rows();
+        let mut offset = 0;
+        while offset < rows {
+            let encoder = self.encoder.as_mut().ok_or_else(|| Stop::Failed("the encoder is gone".into()))?;
+            let per_row = encoder.bytes_written().checked_div(encoder.rows_written()).unwrap_or(512).max(1);
+            let slice = (SLICE_BYTES / per_row).clamp(16, 8192) as usize;
+            let len = slice.min(rows - offset);
+            encoder.write_batch(&batch.slice(offset, len)).map_err(|e| Stop::Failed(e.to_string()))?;
+            // Hand the slice to the body now: a small or slow export streams as it goes.
+            encoder.flush().map_err(|e| Stop::Failed(e.to_string()))?;
+            offset += len;
+            self.send_pending().await?;
+        }
+        self.metrics.add_rows(rows as u64);
+        if let Some(log) = &self.log {
+            log.add_rows(rows as u64);
+        }
+        Ok(())
+    }
+
+    async fn send_pending(&mut self) -> Result<(), Stop> {
+        loop {
+            let chunk = self.pending.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some(chunk) = chunk else { return Ok(()) };
+            self.tx.send(Message::Data(chunk)).await.map_err(|_| Stop::ClientGone)?;
+        }
+    }
+}
+
+/// The response body: chunks from the producer; an error if it ends without `End`.
+struct ChunkStream {
+    rx: mpsc::Receiver<Message>,
+    finished: bool,
+}
+
+impl Stream for ChunkStream {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
+        if self.finished {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Message::Data(chunk))) => Poll::Ready(Some(Ok(chunk.take()))),
+            Poll::Ready(Some(Message::End)) => {
+                self.finished = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Message::Failed) | None) => {
+                self.finished = true;
+                Poll::Ready(Some(Err(io::Error::other("the export failed; the response is incomplete"))))
+            }
+        }
+    }
+}

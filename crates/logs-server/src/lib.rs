@@ -1,0 +1,125 @@
+//! `logs-server`: the HTTP service of logs-export.
+//!
+//! [`app`] builds the public API as an axum [`Router`] that tests and embedders can mount;
+//! [`admin_app`] the admin one (Prometheus metrics); [`serve`] runs a router on a listener with
+//! the connection limits and graceful shutdown that `logs serve` uses.
+//!
+//! ```text
+//! GET /logs/v1/export/errors.csv?…   the export as CSV    (scope service:read)
+//! GET /logs/v1/export/errors.json?…  the export as JSON   (scope service:read)
+//! GET /management/v1/applications    applications the token may read (scope service:read)
+//! GET /healthz                       liveness, without a token
+//! ```
+//!
+//! Layers, outermost first: the access log and request id ([`log`]), the request size limits
+//! ([`limits`]), gzip, authorization ([`auth`]), then the routes. The handlers only extract,
+//! call the engine and turn its stream into a body; errors become answers in [`error`].
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use logs_core::{Engine, EngineConfig};
+//! use logs_server::auth::{Applications, Authenticator, Principal, TokenSet, TokenStore};
+//! use logs_server::{AppState, ServeOptions, Settings};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = Arc::new(Engine::open("testdata/dataset", EngineConfig::default())?);
+//! let principal = Principal {
+//!     name: "me".into(),
+//!     scopes: ["service:read".to_owned()].into(),
+//!     applications: Applications::All,
+//! };
+//! let tokens = TokenStore::fixed(TokenSet::single("my-secret-token", principal));
+//! let auth = Authenticator::new(Some(Arc::new(tokens)), None);
+//! let settings = Settings::default();
+//! let options = ServeOptions::for_settings(&settings);
+//! let state = AppState::new(engine, auth, settings)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! logs_server::serve(listener, logs_server::app(state), options, std::future::pending()).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod auth;
+pub mod error;
+pub mod export;
+pub mod limits;
+pub mod log;
+pub mod management;
+pub mod metrics;
+mod server;
+pub mod state;
+
+use axum::Router;
+use axum::extract::State;
+use axum::middleware::from_fn_with_state;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use http::{HeaderValue, header};
+use tower_http::compression::{CompressionLayer, CompressionLevel};
+
+pub use error::ApiError;
+pub use server::{ServeOptions, serve};
+pub use state::{AppState, Settings};
+
+/// The public API (see the crate documentation). Every route, the fallback included, is
+/// behind the authorization layer; only the routes in [`auth::PUBLIC_ROUTES`] opt out.
+pub fn app(state: AppState) -> Router {
+    let gzip = CompressionLayer::new()
+        .gzip(true)
+        .no_br()
+        .no_deflate()
+        .no_zstd()
+        .quality(CompressionLevel::Precise(state.settings().gzip_level as i32));
+    Router::new()
+        .route("/logs/v1/export/errors.csv", get(export::export_errors))
+        .route("/logs/v1/export/errors.json", get(export::export_errors))
+        .route("/management/v1/applications", get(management::list_applications))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), auth::require_token))
+        .layer(gzip)
+        .layer(from_fn_with_state(state.clone(), limits::check_request_size))
+        .layer(from_fn_with_state(state.clone(), log::access_log))
+        .with_state(state)
+}
+
+/// The admin API, for a separate listener that only operators reach: `GET /metrics`
+/// (Prometheus text format) and `GET /healthz`. It has no authorization.
+pub fn admin_app(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// Liveness: the process answers. Says nothing about the data.
+async fn healthz() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], "{\"status\":\"ok\"}")
+}
+
+async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
+        metrics::render(&state),
+    )
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Makes rustls use the ring crypto provider, unless the process chose one already. Called
+/// by the introspection client; an embedder or test that builds its own reqwest client
+/// before that must call it first.
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}

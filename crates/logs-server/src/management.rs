@@ -1,0 +1,147 @@
+//! `GET /management/v1/applications`: the applications the token may read.
+//!
+//! The list is the union of the applications described in `applications.toml` in the dataset
+//! root (read once at start) and those with an `application_id=<id>` folder (listed on each
+//! call), filtered by the token's applications, ascending by id:
+//!
+//! ```toml
+//! [[applications]]
+//! id = 1001
+//! name = "Shop (Android)"
+//! time_zone_name = "Europe/Berlin"   # optional, default "UTC"
+//! ```
+//!
+//! An application with a folder but no entry is named by its id (`"1001"`) in `UTC`, the zone
+//! of the dataset's dates.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{ReadAccess, describe_toml_error};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The file name of the application descriptions in the dataset root.
+pub const APPLICATIONS_FILE: &str = "applications.toml";
+
+/// One application, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Application {
+    pub id: i64,
+    pub name: String,
+    #[serde(default = "utc")]
+    pub time_zone_name: String,
+}
+
+fn utc() -> String {
+    "UTC".into()
+}
+
+/// The applications described in `applications.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplicationDirectory {
+    described: BTreeMap<i64, Application>,
+}
+
+impl ApplicationDirectory {
+    /// Reads `<root>/applications.toml` if it exists.
+    pub fn load(root: &Path) -> Result<ApplicationDirectory, String> {
+        let path = root.join(APPLICATIONS_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ApplicationDirectory::default()),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        ApplicationDirectory::parse(&text).map_err(|e| format!("{} is invalid: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<ApplicationDirectory, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            applications: Vec<Application>,
+        }
+        let file: File = toml::from_str(text).map_err(|e| describe_toml_error(text, &e))?;
+        let mut described = BTreeMap::new();
+        for app in file.applications {
+            if app.name.trim().is_empty() || app.time_zone_name.trim().is_empty() {
+                return Err(format!("application {}: `name` and `time_zone_name` must not be empty", app.id));
+            }
+            let id = app.id;
+            if described.insert(id, app).is_some() {
+                return Err(format!("application {id} is described twice"));
+            }
+        }
+        Ok(ApplicationDirectory { described })
+    }
+
+    /// Every application: the described ones and those in `discovered`, ascending by id.
+    pub fn list(&self, discovered: &[i64]) -> Vec<Application> {
+        let mut all = self.described.clone();
+        for &id in discovered {
+            all.entry(id).or_insert_with(|| Application { id, name: id.to_string(), time_zone_name: utc() });
+        }
+        all.into_values().collect()
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ApplicationList {
+    pub applications: Vec<Application>,
+}
+
+/// The handler.
+pub async fn list_applications(
+    State(state): State<AppState>,
+    ReadAccess(caller): ReadAccess,
+) -> Result<Json<ApplicationList>, ApiError> {
+    let catalog = state.engine().catalog().clone();
+    let discovered = tokio::task::spawn_blocking(move || catalog.applications())
+        .await
+        .map_err(|e| ApiError::Internal(format!("listing the applications panicked: {e}")))??;
+    let applications = state
+        .applications()
+        .list(&discovered)
+        .into_iter()
+        .filter(|app| caller.principal.may_access(app.id))
+        .collect();
+    Ok(Json(ApplicationList { applications }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_described_and_discovered() {
+        let dir = ApplicationDirectory::parse(
+            "[[applications]]\nid = 1002\nname = \"Shop\"\ntime_zone_name = \"Europe/Berlin\"\n\
+             [[applications]]\nid = 7\nname = \"Old\"",
+        )
+        .unwrap();
+        let list = dir.list(&[1001, 1002]);
+        let ids: Vec<i64> = list.iter().map(|a| a.id).collect();
+        assert_eq!(ids, [7, 1001, 1002]);
+        assert_eq!(list[0].time_zone_name, "UTC");
+        assert_eq!(list[1].name, "1001");
+        assert_eq!(list[2].name, "Shop");
+    }
+
+    #[test]
+    fn refuses_bad_files() {
+        assert!(ApplicationDirectory::parse("[[applications]]\nid = 1\nname = \"\"").is_err());
+        assert!(
+            ApplicationDirectory::parse(
+                "[[applications]]\nid = 1\nname = \"a\"\n[[applications]]\nid = 1\nname = \"b\""
+            )
+            .is_err()
+        );
+        assert!(ApplicationDirectory::parse("[[applications]]\nid = 1\nnme = \"a\"").is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! Serving a router on a TCP listener: HTTP/1.1 connections with read and write timeouts,
+//! size limits, and graceful shutdown with a deadline.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio::time::Sleep;
+use tower::ServiceExt;
+
+use crate::log::PeerAddr;
+use crate::state::Settings;
+
+/// Connection-level settings of [`serve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// The longest wait for a request's headers, and for the next request on an idle
+    /// keep-alive connection.
+    pub header_read_timeout: Duration,
+    /// The longest a write to the client may make no progress (a client that stopped
+    /// reading); then the connection is closed and its export cancelled.
+    pub write_timeout: Duration,
+    /// The hard limit of a request head (start line and headers) in bytes; beyond it hyper
+    /// answers 431 without a body. Keep it above the [`Settings`] limits so that those answer
+    /// with the JSON error.
+    pub max_head_bytes: usize,
+    /// How long running requests may go on after shutdown begins.
+    pub shutdown_timeout: Duration,
+}
+
+impl ServeOptions {
+    /// 10 s to read headers, 60 s write stall, head limit four times the settings' target and
+    /// header limits (at least 64 KiB), 30 s to shut down.
+    pub fn for_settings(settings: &Settings) -> ServeOptions {
+        ServeOptions {
+            header_read_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(60),
+            max_head_bytes: (4 * (settings.max_url_bytes + settings.max_header_bytes)).max(64 * 1024),
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes; then stops accepting, lets
+/// running requests finish for up to `shutdown_timeout`, and closes what is left.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout)
+        .max_header_size(options.max_head_bytes)
+        .max_buf_size(options.max_head_bytes.max(8192) + 400 * 1024);
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(WriteTimeout::new(stream, options.write_timeout));
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(PeerAddr(peer));
+            router.clone().oneshot(request)
+        });
+        let connection = graceful.watch(builder.serve_connection(io, service));
+        connections.spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!(connections = connections.len(), "shutting down: no longer accepting connections");
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("every connection has finished"),
+        () = tokio::time::sleep(options.shutdown_timeout) => {
+            tracing::warn!(
+                connections = connections.len(),
+                "shutdown deadline reached; closing the connections still open"
+            );
+        }
+    }
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// A connection whose writes fail once they have made no progress for `timeout`.
+struct WriteTimeout<T> {
+    inner: T,
+    timeout: Duration,
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> WriteTimeout<T> {
+    fn new(inner: T, timeout: Duration) -> WriteTimeout<T> {
+        WriteTimeout { inner, timeout, stalled: None }
+    }
+
+    /// Called when a write is pending: starts the clock, or fails if it has run out.
+    fn check_stall(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let timeout = self.timeout;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if sleep.as_mut().poll(cx).is_ready() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client read nothing for {} s", timeout.as_secs_f64()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn progress(&mut self) {
+        self.stalled = None;
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteTimeout<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Pending => match this.check_stall(cx) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+            ready => {
+                this.progress();
+                ready
+            }
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => match this.check_stall(cx) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+            ready => {
+                this.progress();
+                ready
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::time::Instant;
+
+    #[tokio::test]
+    async fn a_stalled_write_fails_after_the_timeout() {
+        // A pipe whose reader never reads: writes stall once its buffer is full.
+        let (writer, _reader) = tokio::io::duplex(1024);
+        let mut io = WriteTimeout::new(writer, Duration::from_millis(200));
+        io.write_all(&[0; 1024]).await.unwrap();
+        let started = Instant::now();
+        let e = io.write_all(&[0; 10]).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[tokio::test]
+    async fn progress_resets_the_clock() {
+        let (writer, mut reader) = tokio::io::duplex(64);
+        let mut io = WriteTimeout::new(writer, Duration::from_millis(300));
+        let drain = tokio::spawn(async move {
+            let mut sink = Vec::new();
+            // Reads slowly, but never stops for as long as the timeout.
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let mut buf = [0u8; 64];
+                let n = tokio::io::AsyncReadExt::read(&mut reader, &mut buf).await.unwrap();
+                sink.extend_from_slice(&buf[..n]);
+            }
+            sink.len()
+        });
+        io.write_all(&[1; 640]).await.unwrap();
+        drop(io);
+        assert!(drain.await.unwrap() >= 640);
+    }
+}

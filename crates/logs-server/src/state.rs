@@ -1,0 +1,124 @@
+//! What every handler shares: the engine, the token sources, limits, counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use logs_core::Engine;
+
+use crate::auth::Authenticator;
+use crate::limits::ExportLimiter;
+use crate::management::ApplicationDirectory;
+use crate::metrics::Metrics;
+
+/// Limits and tunables of the HTTP API. `Default` gives safe values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Exports running at once, in all (more: 503 with `Retry-After`).
+    pub max_exports: usize,
+    /// Exports running at once with one token (more: 429 with `Retry-After`).
+    pub max_exports_per_token: usize,
+    /// The longest request target (path and query) in bytes (longer: 414).
+    pub max_url_bytes: usize,
+    /// The most bytes of request headers, counted as `name: value\r\n` (more: 431).
+    pub max_header_bytes: usize,
+    /// The longest wait for an export's first rows (longer: 503 `timeout`).
+    pub first_byte_timeout: Duration,
+    /// Chunks of about 1 MiB that an export may encode ahead of its connection.
+    pub chunk_queue: usize,
+    /// The `Retry-After` of 429 and 503 answers about limits.
+    pub retry_after: Duration,
+    /// gzip level, 1 (fastest) to 9 (smallest).
+    pub gzip_level: u32,
+}
+
+impl Default for Settings {
+    /// 8 exports at once, 2 per token; 8 KiB target, 16 KiB headers; 60 s to the first byte;
+    /// 4 chunks queued; `Retry-After: 5`; gzip level 1.
+    fn default() -> Settings {
+        Settings {
+            max_exports: 8,
+            max_exports_per_token: 2,
+            max_url_bytes: 8 * 1024,
+            max_header_bytes: 16 * 1024,
+            first_byte_timeout: Duration::from_secs(60),
+            chunk_queue: 4,
+            retry_after: Duration::from_secs(5),
+            gzip_level: 1,
+        }
+    }
+}
+
+impl Settings {
+    /// Names the first setting that cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        let checks = [
+            (self.max_exports >= 1, "max_exports must be at least 1"),
+            (self.max_exports_per_token >= 1, "max_exports_per_token must be at least 1"),
+            (self.max_url_bytes >= 256, "max_url_bytes must be at least 256"),
+            (self.max_header_bytes >= 1024, "max_header_bytes must be at least 1024"),
+            (!self.first_byte_timeout.is_zero(), "first_byte_timeout must be above zero"),
+            (self.chunk_queue >= 1, "chunk_queue must be at least 1"),
+            ((1..=9).contains(&self.gzip_level), "gzip_level must be from 1 to 9"),
+        ];
+        match checks.into_iter().find(|(ok, _)| !ok) {
+            Some((_, message)) => Err(message.to_owned()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The shared state of [`crate::app`]. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    engine: Arc<Engine>,
+    auth: Authenticator,
+    settings: Settings,
+    applications: ApplicationDirectory,
+    limiter: Arc<ExportLimiter>,
+    metrics: Arc<Metrics>,
+}
+
+impl AppState {
+    /// Checks the settings and reads the dataset's `applications.toml`, if any.
+    pub fn new(engine: Arc<Engine>, auth: Authenticator, settings: Settings) -> Result<AppState, String> {
+        settings.validate()?;
+        let applications = ApplicationDirectory::load(engine.root())?;
+        let limiter = Arc::new(ExportLimiter::new(
+            settings.max_exports,
+            settings.max_exports_per_token,
+            settings.retry_after,
+        ));
+        Ok(AppState {
+            inner: Arc::new(Inner { engine, auth, settings, applications, limiter, metrics: Arc::default() }),
+        })
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.inner.engine
+    }
+
+    pub fn auth(&self) -> &Authenticator {
+        &self.inner.auth
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn applications(&self) -> &ApplicationDirectory {
+        &self.inner.applications
+    }
+
+    pub fn limiter(&self) -> &Arc<ExportLimiter> {
+        &self.inner.limiter
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+}
