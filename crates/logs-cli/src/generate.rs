@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use chrono::NaiveDate;
 use clap::Args;
-use logs_generate::{GenerateError, GenerateOptions, generate, parse_apps};
+use logs_generate::{Codec, GenerateError, GenerateOptions, SortKey, generate, parse_apps};
 
 use crate::Failure;
 
@@ -35,6 +35,13 @@ pub struct GenerateArgs {
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// The order of the rows in each file: error_timestamp, error_receive_timestamp, error_id
+    /// (then error_timestamp), service_device_id (then error_timestamp) or none.
+    #[arg(long)]
+    sort_by: Option<SortKey>,
+    /// Compression: none, snappy, zstd or zstd:LEVEL.
+    #[arg(long)]
+    compression: Option<Codec>,
 }
 
 pub fn run(args: GenerateArgs) -> Result<(), Failure> {
@@ -47,6 +54,12 @@ pub fn run(args: GenerateArgs) -> Result<(), Failure> {
     options.row_group_rows = args.row_group_rows;
     if args.threads > 0 {
         options.threads = args.threads;
+    }
+    if let Some(sort_by) = args.sort_by {
+        options.sort_by = sort_by;
+    }
+    if let Some(compression) = args.compression {
+        options.compression = compression;
     }
     let started = Instant::now();
     let summary = generate(&options).map_err(invalid)?;

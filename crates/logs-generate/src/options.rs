@@ -89,12 +89,16 @@ fn validate_apps(apps: &[AppSpec]) -> Result<(), GenerateError> {
 /// The order of the rows inside each file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SortKey {
-    /// By `error_timestamp` (the default).
-    #[default]
+    /// By `error_timestamp`.
     ErrorTimestamp,
     /// By `error_receive_timestamp`.
     ErrorReceiveTimestamp,
-    /// By `error_id`, then `error_timestamp`.
+    /// By `error_id`, then `error_timestamp` (the default). The rows of one error cluster in
+    /// a few pages, so an export filtered by `error_id` decompresses only those pages (with
+    /// the page index), and similar stack traces sit together and compress about 30% better.
+    /// Exports by whole days prune as well as with a time order (the date folders hold one
+    /// day each); ranges of hours within a day prune less.
+    #[default]
     ErrorId,
     /// By `service_device_id`, then `error_timestamp`.
     ServiceDeviceId,
@@ -215,7 +219,7 @@ pub struct GenerateOptions {
 impl GenerateOptions {
     /// The defaults: 100 000 rows, apps `1001:80,1002:15,1003:5`, 30 days from 2026-10-01,
     /// seed 1, row groups of 131 072 rows, files of at most 1 048 576 rows, one thread per
-    /// core, 3% late rows, sorted by `error_timestamp`, ZSTD level 1.
+    /// core, 3% late rows, sorted by `error_id` then `error_timestamp`, ZSTD level 1.
     pub fn new(out: impl Into<PathBuf>) -> Self {
         GenerateOptions {
             out: out.into(),

@@ -17,8 +17,8 @@ use logs_core::{Engine, EngineConfig, ExportRequest, Field, FilterValue};
 /// A row as text: `None` for null. Integers in decimal.
 pub type Row = Vec<Option<String>>;
 
-/// A generated dataset: 3 applications, `days` days from 2026-10-01, small row groups so that
-/// statistics can prune.
+/// A generated dataset: 3 applications, `days` days from 2026-10-01, rows in time order and
+/// small row groups so that statistics can prune ranges within a day.
 pub fn generate(rows: u64, days: u32) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let mut options = logs_generate::GenerateOptions::new(dir.path().join("data"));
@@ -26,6 +26,7 @@ pub fn generate(rows: u64, days: u32) -> tempfile::TempDir {
     options.days = days;
     options.seed = 7;
     options.row_group_rows = 512;
+    options.sort_by = logs_generate::SortKey::ErrorTimestamp;
     options.threads = 2;
     logs_generate::generate(&options).unwrap();
     dir
