@@ -10,13 +10,16 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use datafusion::parquet::file::statistics::Statistics;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::error::{Error, Result};
 use crate::request::{DateDimension, ExportRequest, TimeRange};
+use crate::schema::{Field, FieldType};
 
 /// How many footers are read at once.
 const FOOTER_READS_IN_FLIGHT: usize = 16;
@@ -32,6 +35,8 @@ pub struct Catalog {
 pub struct SelectedFile {
     pub path: PathBuf,
     pub size: u64,
+    /// The modification time seen when the footer was read: the scan checks it again.
+    pub modified: DateTime<Utc>,
     pub rows: u64,
     pub row_groups: usize,
 }
@@ -83,6 +88,8 @@ impl Catalog {
         if !meta.is_dir() {
             return Err(Error::Storage { path: Some(root), message: "not a folder".into() });
         }
+        // A root that cannot be listed would look like an empty dataset: refuse it now.
+        list_folder(&root)?;
         Ok(Catalog { root })
     }
 
@@ -94,10 +101,8 @@ impl Catalog {
     pub fn applications(&self) -> Result<Vec<i64>> {
         let mut ids: Vec<i64> = list_folder(&self.root)?
             .into_iter()
-            .filter_map(|(name, path)| {
-                let id = name.strip_prefix("application_id=")?.parse().ok()?;
-                path.is_dir().then_some(id)
-            })
+            .filter(|entry| entry.kind == EntryKind::Folder)
+            .filter_map(|entry| entry.name.strip_prefix("application_id=")?.parse().ok())
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -113,8 +118,9 @@ impl Catalog {
     pub async fn select(&self, request: &ExportRequest) -> Result<FileSelection> {
         let mut selection = FileSelection::default();
         let app_folder = self.application_folder(request.application_id());
-        if !app_folder.is_dir() {
-            return Ok(selection);
+        match entry_kind(&app_folder, None)? {
+            EntryKind::Folder => {}
+            EntryKind::File | EntryKind::Absent => return Ok(selection),
         }
         let range = request.range();
         let date_range = match request.date_dimension() {
@@ -123,9 +129,10 @@ impl Catalog {
         };
         let mut date_folders: Vec<(NaiveDate, PathBuf)> = list_folder(&app_folder)?
             .into_iter()
-            .filter_map(|(name, path)| {
-                let date = NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()?;
-                path.is_dir().then_some((date, path))
+            .filter(|entry| entry.kind == EntryKind::Folder)
+            .filter_map(|entry| {
+                let date = NaiveDate::parse_from_str(entry.name.strip_prefix("date=")?, "%Y-%m-%d").ok()?;
+                Some((date, entry.path))
             })
             .collect();
         date_folders.sort();
@@ -140,8 +147,8 @@ impl Catalog {
             paths.extend(
                 list_folder(folder)?
                     .into_iter()
-                    .filter(|(name, path)| is_data_file(name) && path.is_file())
-                    .map(|(_, path)| path),
+                    .filter(|entry| entry.kind == EntryKind::File && is_data_file(&entry.name))
+                    .map(|entry| entry.path),
             );
         }
         selection.candidate_files = paths.len();
@@ -182,39 +189,161 @@ fn storage(path: &Path, e: std::io::Error) -> Error {
     Error::Storage { path: Some(path.to_owned()), message: e.to_string() }
 }
 
-/// The entries of `folder` as (UTF-8 name, path), in no particular order. Names that are not
-/// UTF-8 cannot be part of the layout and are passed over.
-fn list_folder(folder: &Path) -> Result<Vec<(String, PathBuf)>> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    File,
+    Folder,
+    /// Vanished since it was listed, or a dangling link.
+    Absent,
+}
+
+struct Entry {
+    name: String,
+    path: PathBuf,
+    kind: EntryKind,
+}
+
+/// What `path` is. Only "not found" counts as absent: any other failure to look (permission
+/// denied, I/O error) is an error naming the path, never a silently smaller dataset.
+fn entry_kind(path: &Path, listed: Option<std::fs::FileType>) -> Result<EntryKind> {
+    let file_type = match listed {
+        Some(t) if !t.is_symlink() => t,
+        _ => match std::fs::metadata(path) {
+            Ok(meta) => meta.file_type(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(EntryKind::Absent),
+            Err(e) => return Err(storage(path, e)),
+        },
+    };
+    Ok(if file_type.is_dir() {
+        EntryKind::Folder
+    } else if file_type.is_file() {
+        EntryKind::File
+    } else {
+        // Sockets, devices, FIFOs: not part of a dataset.
+        EntryKind::Absent
+    })
+}
+
+/// The entries of `folder`, sorted by name. Names that are not UTF-8 cannot be part of the
+/// layout and are passed over.
+fn list_folder(folder: &Path) -> Result<Vec<Entry>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(folder).map_err(|e| storage(folder, e))? {
         let entry = entry.map_err(|e| storage(folder, e))?;
-        if let Ok(name) = entry.file_name().into_string() {
-            out.push((name, entry.path()));
-        }
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let path = entry.path();
+        let kind = entry_kind(&path, entry.file_type().ok())?;
+        out.push(Entry { name, path, kind });
     }
-    out.sort();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
 fn check_footer(path: PathBuf, column: &str, range: TimeRange) -> FooterCheck {
     let read = File::open(&path).map_err(|e| e.to_string()).and_then(|file| {
-        let size = file.metadata().map_err(|e| e.to_string())?.len();
-        let meta = ParquetMetaDataReader::new()
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let modified = meta.modified().map_err(|e| e.to_string())?;
+        let footer = ParquetMetaDataReader::new()
             .parse_and_finish(&file)
             .map_err(|e| format!("not a readable Parquet file ({e})"))?;
-        Ok((size, meta))
+        check_types(&footer)?;
+        Ok((meta.len(), DateTime::<Utc>::from(modified), footer))
     });
     match read {
         Err(reason) => FooterCheck::Unreadable(SkippedFile { path, reason }),
-        Ok((size, meta)) => {
+        Ok((size, modified, meta)) => {
             let rows = meta.file_metadata().num_rows().max(0) as u64;
             if rows == 0 || !may_hold_range(&meta, column, range) {
                 FooterCheck::Pruned
             } else {
-                FooterCheck::Keep(SelectedFile { path, size, rows, row_groups: meta.num_row_groups() })
+                FooterCheck::Keep(SelectedFile {
+                    path,
+                    size,
+                    modified,
+                    rows,
+                    row_groups: meta.num_row_groups(),
+                })
             }
         }
     }
+}
+
+/// Checks that every column of the dataset contract the file holds has a type the engine reads
+/// exactly (see the README's dataset contract); anything else would be converted lossily or
+/// fail in the middle of an export. Other columns are ignored.
+fn check_types(footer: &ParquetMetaData) -> std::result::Result<(), String> {
+    let file_meta = footer.file_metadata();
+    let schema = parquet_to_arrow_schema(file_meta.schema_descr(), file_meta.key_value_metadata())
+        .map_err(|e| format!("its schema cannot be read ({e})"))?;
+    for field in schema.fields() {
+        let Some(expected) = Field::from_name(field.name()) else { continue };
+        if expected.is_partition() {
+            continue;
+        }
+        let found = field.data_type();
+        let accepted = match expected.field_type() {
+            FieldType::String => is_string(found),
+            FieldType::Int64 => matches!(
+                found,
+                DataType::Int8
+                    | DataType::Int16
+                    | DataType::Int32
+                    | DataType::Int64
+                    | DataType::UInt8
+                    | DataType::UInt16
+                    | DataType::UInt32
+            ),
+            FieldType::UInt64 => match found {
+                DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => true,
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                    if !signed_column_is_non_negative(footer, field.name()) {
+                        return Err(format!(
+                            "column `{}` is a signed integer that may hold negative values; \
+                             expected unsigned 64-bit integers (values above 2^63 written as signed?)",
+                            field.name()
+                        ));
+                    }
+                    true
+                }
+                _ => false,
+            },
+        };
+        if !accepted {
+            let expected = match expected.field_type() {
+                FieldType::String => "text",
+                FieldType::Int64 => "a signed integer of at most 64 bits",
+                FieldType::UInt64 => "an unsigned integer of at most 64 bits",
+            };
+            return Err(format!("column `{}` has type {found}; expected {expected}", field.name()));
+        }
+    }
+    Ok(())
+}
+
+fn is_string(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, value) => is_string(value),
+        _ => false,
+    }
+}
+
+/// True when the statistics of every row group show a minimum of at least 0 (or only nulls).
+fn signed_column_is_non_negative(footer: &ParquetMetaData, column: &str) -> bool {
+    let columns = footer.file_metadata().schema_descr().columns();
+    let Some(index) = columns.iter().position(|c| c.path().string() == column) else { return true };
+    footer.row_groups().iter().all(|rg| {
+        let chunk = rg.column(index);
+        match chunk.statistics() {
+            Some(Statistics::Int64(s)) => {
+                s.min_opt().map_or(s.null_count_opt() == Some(rg.num_rows() as u64), |m| *m >= 0)
+            }
+            Some(Statistics::Int32(s)) => {
+                s.min_opt().map_or(s.null_count_opt() == Some(rg.num_rows() as u64), |m| *m >= 0)
+            }
+            _ => false,
+        }
+    })
 }
 
 /// False only when the statistics of every row group prove that `column` has no value in

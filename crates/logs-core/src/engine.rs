@@ -11,7 +11,6 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -27,6 +26,7 @@ use crate::error::{Error, RequestError, Result};
 use crate::plan::build_plan;
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::schema::file_schema;
+use crate::table::SelectedFiles;
 
 /// Settings of an [`Engine`]. `Default` gives settings fit for a laptop and for a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +147,7 @@ impl Engine {
     /// returns, so an `Ok` means rows are on their way.
     pub async fn export(&self, request: &ExportRequest) -> Result<ExportStream> {
         let selection = self.catalog.select(request).await?;
-        let table = self.table(&selection).await?;
+        let table = self.table(&selection);
         let logical = build_plan(request, provider_as_source(table))?;
         let state = self.ctx.state();
         let physical = state.create_physical_plan(&logical).await?;
@@ -155,27 +155,12 @@ impl Engine {
         Ok(ExportStream { schema: inner.schema(), inner, logical, physical, selection })
     }
 
-    async fn table(&self, selection: &FileSelection) -> Result<Arc<dyn TableProvider>> {
+    fn table(&self, selection: &FileSelection) -> Arc<dyn TableProvider> {
         if selection.files.is_empty() {
-            return Ok(Arc::new(EmptyTable::new(file_schema())));
+            return Arc::new(EmptyTable::new(file_schema()));
         }
-        let urls = selection
-            .files
-            .iter()
-            .map(|file| {
-                let url = url::Url::from_file_path(&file.path).map_err(|()| Error::Storage {
-                    path: Some(file.path.clone()),
-                    message: "cannot be named as a file URL".into(),
-                })?;
-                Ok(ListingTableUrl::try_new(url, None)?)
-            })
-            .collect::<Result<Vec<_>>>()?;
         let format = ParquetFormat::default().with_options(self.parquet_options.clone());
-        let options = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
-        let config = ListingTableConfig::new_with_multi_paths(urls)
-            .with_listing_options(options)
-            .with_schema(file_schema());
-        Ok(Arc::new(ListingTable::try_new(config)?))
+        Arc::new(SelectedFiles::new(file_schema(), selection.files.clone(), format))
     }
 }
 

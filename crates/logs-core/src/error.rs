@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
 /// A request that cannot be served as asked: names the parameter and says what is allowed.
@@ -14,7 +15,8 @@ pub struct RequestError {
 
 impl RequestError {
     /// `message` reads as the rest of a sentence that starts with "parameter `<name>`", for
-    /// example "is required".
+    /// example "is required". The name is kept as given; `Display` cuts and escapes it (see
+    /// [`quote`]), so that no error text can be huge or span lines.
     pub fn new(parameter: &str, message: impl Into<String>) -> RequestError {
         RequestError { parameter: parameter.to_owned(), message: message.into() }
     }
@@ -29,12 +31,31 @@ impl RequestError {
     }
 }
 
+/// Quotes a value back in an error message: at most 64 characters, control characters
+/// escaped, so that a huge or hostile parameter cannot make a huge or multi-line error.
+pub(crate) fn quote(value: &str) -> String {
+    const MAX: usize = 64;
+    let mut out = String::new();
+    for (i, c) in value.chars().enumerate() {
+        if i == MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl std::fmt::Display for RequestError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.parameter.is_empty() {
             f.write_str(&self.message)
         } else {
-            write!(f, "parameter `{}` {}", self.parameter, self.message)
+            write!(f, "parameter `{}` {}", quote(&self.parameter), self.message)
         }
     }
 }
@@ -83,6 +104,22 @@ impl From<DataFusionError> for Error {
             e @ (DataFusionError::ParquetError(_)
             | DataFusionError::IoError(_)
             | DataFusionError::ObjectStore(_)) => Error::Storage { path: None, message: e.to_string() },
+            // Arrow errors met while reading are the data's fault: undecodable pages, values
+            // that cannot be converted to the contract's types.
+            DataFusionError::ArrowError(e, _)
+                if matches!(
+                    *e,
+                    ArrowError::ParquetError(_)
+                        | ArrowError::IoError(..)
+                        | ArrowError::CastError(_)
+                        | ArrowError::ParseError(_)
+                        | ArrowError::InvalidArgumentError(_)
+                        | ArrowError::ComputeError(_)
+                        | ArrowError::ExternalError(_)
+                ) =>
+            {
+                Error::Storage { path: None, message: e.to_string() }
+            }
             DataFusionError::External(inner) => match inner.downcast::<DataFusionError>() {
                 Ok(df) => Error::from(*df),
                 Err(inner) => match inner.downcast::<Error>() {

@@ -14,6 +14,7 @@ pub mod plan;
 pub mod query;
 pub mod request;
 pub mod schema;
+pub mod table;
 
 pub use catalog::{Catalog, FileSelection, SelectedFile, SkippedFile};
 pub use engine::{Engine, EngineConfig, ExportStream, Pruning};

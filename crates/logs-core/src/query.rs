@@ -6,7 +6,7 @@
 
 use percent_encoding::percent_decode;
 
-use crate::error::RequestError;
+use crate::error::{RequestError, quote};
 
 /// The decoded `name=value` pairs of a query string, in their original order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,10 +22,14 @@ impl QueryPairs {
         let mut pairs: Vec<(String, String)> = Vec::new();
         for segment in query.split('&').filter(|s| !s.is_empty()) {
             let (raw_name, raw_value) = segment.split_once('=').unwrap_or((segment, ""));
-            let name = decode_component(raw_name, None)?;
-            let value = decode_component(raw_value, Some(&name))?;
+            // A name that does not decode is named as it was sent.
+            let name = decode_component(raw_name, raw_name)?;
+            let value = decode_component(raw_value, &name)?;
             if name.is_empty() {
-                return Err(RequestError::new("", format!("a parameter has an empty name (in `{segment}`)")));
+                return Err(RequestError::new(
+                    "",
+                    format!("a parameter has an empty name (in `{}`)", quote(segment)),
+                ));
             }
             if pairs.iter().any(|(n, _)| *n == name) {
                 return Err(RequestError::new(
@@ -86,8 +90,7 @@ impl QueryPairs {
     }
 }
 
-fn decode_component(raw: &str, parameter: Option<&str>) -> Result<String, RequestError> {
-    let parameter = parameter.unwrap_or("");
+fn decode_component(raw: &str, parameter: &str) -> Result<String, RequestError> {
     let bytes = raw.as_bytes();
     for (i, &b) in bytes.iter().enumerate() {
         if b == b'%' {

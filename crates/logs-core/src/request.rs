@@ -6,7 +6,7 @@
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
-use crate::error::RequestError;
+use crate::error::{RequestError, quote};
 use crate::query::QueryPairs;
 use crate::schema::{Field, FieldType, field_names};
 
@@ -134,7 +134,7 @@ impl ExportRequest {
             Some(other) => {
                 return Err(RequestError::new(
                     "date_dimension",
-                    format!("is `{other}`; allowed values: `default`, `receive`"),
+                    format!("is `{}`; allowed values: `default`, `receive`", quote(other)),
                 ));
             }
         };
@@ -213,7 +213,9 @@ fn required<'a>(pairs: &'a QueryPairs, name: &str) -> Result<&'a str, RequestErr
 
 fn unknown_parameter(name: &str) -> RequestError {
     let known = PARAMETERS.iter().copied().chain(Field::all().map(Field::name));
+    // A suggestion only for names of a plausible length: the distance is quadratic.
     let suggestion = known
+        .filter(|_| name.len() <= 64)
         .map(|k| (edit_distance(name, k), k))
         .filter(|(d, _)| *d <= 2)
         .min()
@@ -248,7 +250,7 @@ fn parse_i64(name: &str, value: &str) -> Result<i64, RequestError> {
     value.parse::<i64>().map_err(|_| {
         RequestError::new(
             name,
-            format!("is `{}`; expected an integer from {} to {}", truncate(value), i64::MIN, i64::MAX),
+            format!("is `{}`; expected an integer from {} to {}", quote(value), i64::MIN, i64::MAX),
         )
     })
 }
@@ -260,7 +262,7 @@ fn parse_filter_value(field: Field, value: &str) -> Result<FilterValue, RequestE
         FieldType::UInt64 => FilterValue::UInt64(value.parse::<u64>().map_err(|_| {
             RequestError::new(
                 field.name(),
-                format!("is `{}`; expected an integer from 0 to {}", truncate(value), u64::MAX),
+                format!("is `{}`; expected an integer from 0 to {}", quote(value), u64::MAX),
             )
         })?),
     })
@@ -274,7 +276,7 @@ fn parse_datetime(name: &str, value: &str, end_of_day: bool) -> Result<NaiveDate
             name,
             format!(
                 "is `{}`; expected a valid UTC date and time as `yyyy-mm-dd hh:mm:ss` or a date as `yyyy-mm-dd`",
-                truncate(value)
+                quote(value)
             ),
         )
     };
@@ -321,11 +323,11 @@ fn parse_fields(value: &str) -> Result<Vec<Field>, RequestError> {
         let field = Field::from_name(name).ok_or_else(|| {
             RequestError::new(
                 "fields",
-                format!("contains `{}`, which is not a field; allowed: {}", truncate(name), field_names()),
+                format!("contains `{}`, which is not a field; allowed: {}", quote(name), field_names()),
             )
         })?;
         if fields.contains(&field) {
-            return Err(RequestError::new("fields", format!("names `{name}` more than once")));
+            return Err(RequestError::new("fields", format!("names `{}` more than once", quote(name))));
         }
         fields.push(field);
     }
@@ -338,10 +340,7 @@ fn parse_limit(value: Option<&str>, policy: &RequestPolicy) -> Result<Option<u64
     };
     let limit = value.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
         let max = policy.max_limit.map_or(u64::MAX, |m| m);
-        RequestError::new(
-            "limit",
-            format!("is `{}`; expected a whole number from 1 to {max}", truncate(value)),
-        )
+        RequestError::new("limit", format!("is `{}`; expected a whole number from 1 to {max}", quote(value)))
     })?;
     match policy.max_limit {
         Some(max) if limit > max => Err(RequestError::new(
@@ -358,7 +357,7 @@ fn parse_bool(name: &str, value: Option<&str>) -> Result<bool, RequestError> {
         Some("true") | Some("1") => Ok(true),
         Some(other) => Err(RequestError::new(
             name,
-            format!("is `{}`; allowed values: `true`, `false`, `1`, `0`", truncate(other)),
+            format!("is `{}`; allowed values: `true`, `false`, `1`, `0`", quote(other)),
         )),
     }
 }
@@ -377,7 +376,7 @@ fn parse_parts(count: Option<&str>, number: Option<&str>) -> Result<Option<Parts
     let count = count.parse::<u32>().ok().filter(|c| (1..=MAX_PARTS).contains(c)).ok_or_else(|| {
         RequestError::new(
             "parts_count",
-            format!("is `{}`; expected a whole number from 1 to {MAX_PARTS}", truncate(count)),
+            format!("is `{}`; expected a whole number from 1 to {MAX_PARTS}", quote(count)),
         )
     })?;
     let number = number.parse::<u32>().ok().filter(|n| *n < count).ok_or_else(|| {
@@ -385,31 +384,12 @@ fn parse_parts(count: Option<&str>, number: Option<&str>) -> Result<Option<Parts
             "part_number",
             format!(
                 "is `{}`; expected a whole number from 0 to {} (parts are numbered from 0)",
-                truncate(number),
+                quote(number),
                 count - 1
             ),
         )
     })?;
     Ok(Some(Parts { count, number }))
-}
-
-/// Quotes a value back in an error message: at most 64 characters, control characters
-/// escaped, so that a huge or hostile parameter cannot make a huge or multi-line error.
-fn truncate(value: &str) -> String {
-    const MAX: usize = 64;
-    let mut out = String::new();
-    for (i, c) in value.chars().enumerate() {
-        if i == MAX {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -241,7 +241,13 @@ fn write_rows(job: &Job, app: &AppModel, tmp: &Path, rows: &[RowSeed]) -> Result
         for row in chunk {
             columns.push(app, row, &mut buf);
         }
-        writer.write(&columns.finish(&job.schema)?)?;
+        let batch = columns.finish(&job.schema)?;
+        // Hand the writer at most one row group at a time: it splits a larger batch by
+        // recursing once per row group, which overflows the stack for tiny row groups.
+        let step = job.options.row_group_rows.max(1);
+        for offset in (0..batch.num_rows()).step_by(step) {
+            writer.write(&batch.slice(offset, step.min(batch.num_rows() - offset)))?;
+        }
         (job.on_rows)(chunk.len() as u64);
     }
     // `into_inner` writes the footer (and remaining Bloom filters) before returning the file.

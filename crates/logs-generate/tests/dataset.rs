@@ -278,3 +278,18 @@ fn refuses_bad_options_and_non_empty_directories() {
     assert_eq!(invalid(&o).0, "apps");
     assert!(!o.out.exists(), "validation happens before anything is written");
 }
+
+#[test]
+fn tiny_row_groups_are_written_without_deep_recursion() {
+    // The parquet writer splits a batch larger than a row group by recursing once per row
+    // group: with one-row groups and 8 192-row batches that overflowed the stack.
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = GenerateOptions::new(dir.path().join("d"));
+    o.rows = 4_000;
+    o.days = 1;
+    o.apps = parse_apps("1:1").unwrap();
+    o.row_group_rows = 1;
+    o.threads = 1;
+    let summary = generate(&o).unwrap();
+    assert_eq!(summary.rows, 4_000);
+}
