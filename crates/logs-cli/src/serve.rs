@@ -129,9 +129,21 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     runtime.block_on(serve(args))
 }
 
+/// The log filter of `--log`. DataFusion logs its plans at DEBUG and TRACE with the filter
+/// values of requests as they are, control characters included: unless `--log` names a
+/// `datafusion` target itself, those targets are capped at INFO, so that `--log debug` cannot
+/// let a client write lines of its choice into the log.
+fn log_filter(spec: &str) -> Result<tracing_subscriber::EnvFilter, Failure> {
+    let mut filter = tracing_subscriber::EnvFilter::try_new(spec)
+        .map_err(|e| Failure::Usage(format!("--log `{spec}`: {e}")))?;
+    if !spec.contains("datafusion") {
+        filter = filter.add_directive("datafusion=info".parse().expect("a valid directive"));
+    }
+    Ok(filter)
+}
+
 fn init_logging(args: &ServeArgs) -> Result<(), Failure> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
-        .map_err(|e| Failure::Usage(format!("--log `{}`: {e}", args.log)))?;
+    let filter = log_filter(&args.log)?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

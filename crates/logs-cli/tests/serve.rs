@@ -38,11 +38,17 @@ fn logs_command() -> Command {
 }
 
 fn serve(data: &Path) -> Served {
+    serve_with(data, &[], Stdio::null())
+}
+
+/// `logs serve` with more flags, its log going to `stderr`.
+fn serve_with(data: &Path, flags: &[&str], stderr: Stdio) -> Served {
     let mut child = logs_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(data)
+        .args(flags)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("start logs serve");
     let stdout = child.stdout.take().unwrap();
@@ -175,4 +181,37 @@ fn a_bad_tokens_file_is_a_usage_error_that_quotes_no_secret() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("64 hexadecimal") && !stderr.contains("s3cr3t"), "{stderr}");
+}
+
+/// DataFusion logs its plans at DEBUG with the filter values as they are. `--log debug` caps
+/// the `datafusion` targets at INFO, so a filter value with CR LF cannot forge a log line;
+/// asking for them by name (`datafusion=debug`) shows that the threat is real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logging_cannot_be_used_to_forge_log_lines() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let forged = "%0D%0A2026-01-01T00:00:00.000000Z%20%20INFO%20logs_server::access:%20forged=1";
+    for (log, forgeable) in [("debug", false), ("debug,datafusion=debug", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let log_path = dir.path().join("stderr.log");
+        let stderr = std::fs::File::create(&log_path).unwrap();
+        let served = serve_with(&data, &["--log", log], Stdio::from(stderr));
+        let url = format!(
+            "{}/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01\
+             &fields=error_id&os_name=ios{forged}",
+            served.base
+        );
+        let response = reqwest::Client::new()
+            .get(&url)
+            .header("Authorization", format!("OAuth {}", served.token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+        stop(served);
+        let logged = std::fs::read_to_string(&log_path).unwrap();
+        assert!(logged.contains("DEBUG"), "--log {log} must log at DEBUG");
+        let forged_lines = logged.lines().filter(|l| l.starts_with("2026-01-01T00:00:00")).count();
+        assert_eq!(forged_lines > 0, forgeable, "--log {log}: {forged_lines} forged lines");
+    }
 }

@@ -42,6 +42,8 @@ pub enum AuthProblem {
 pub enum ApiError {
     /// A query parameter is missing or wrong.
     InvalidParameter(RequestError),
+    /// The request itself is malformed (400), e.g. no Host in HTTP/1.1.
+    BadRequest(&'static str),
     /// No valid access token (401).
     Unauthenticated(AuthProblem),
     /// The token lacks a scope the route needs (403).
@@ -144,6 +146,7 @@ impl ApiError {
             ApiError::InvalidParameter(e) | ApiError::Engine(Engine::InvalidRequest(e)) => {
                 Problem::new(StatusCode::BAD_REQUEST, "invalid_parameter", e.to_string()).at(e.parameter())
             }
+            ApiError::BadRequest(message) => Problem::new(StatusCode::BAD_REQUEST, "bad_request", *message),
             ApiError::Unauthenticated(AuthProblem::Missing) => Problem::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",

@@ -1,7 +1,8 @@
 //! Request size limits and the number of exports that may run at once.
 //!
 //! [`check_request_size`] answers 414 or 431 (with the JSON error body) for a request target or
-//! headers above the configured sizes. The HTTP connection has a larger hard limit behind it
+//! headers above the configured sizes, and 400 for an HTTP/1.1 request without exactly one
+//! valid Host. The HTTP connection has a larger hard limit behind it
 //! (see [`crate::ServeOptions`]) where hyper answers 431 without a body.
 //!
 //! [`ExportLimiter`] counts running exports in all and per token: the per-token limit answers
@@ -15,12 +16,14 @@ use std::time::Duration;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Version, header};
 
 use crate::auth::TokenHash;
 use crate::error::ApiError;
+use crate::log::PeerAddr;
 use crate::state::AppState;
 
-/// The size-limit middleware.
+/// The request-head middleware: size limits (414, 431) and the Host rules of HTTP/1.1 (400).
 pub async fn check_request_size(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let settings = state.settings();
     let target = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
@@ -32,7 +35,25 @@ pub async fn check_request_size(State(state): State<AppState>, request: Request,
     if headers > settings.max_header_bytes {
         return ApiError::HeadersTooLarge { max: settings.max_header_bytes }.into_response();
     }
+    // Only for requests read from a connection (`serve` marks them with the peer's address):
+    // an embedder's in-process request has no Host to check.
+    let from_wire = request.extensions().get::<PeerAddr>().is_some();
+    if from_wire && request.version() == Version::HTTP_11 && !has_one_valid_host(request.headers()) {
+        return ApiError::BadRequest("an HTTP/1.1 request needs exactly one valid Host header")
+            .into_response();
+    }
     next.run(request).await
+}
+
+/// RFC 9112 §3.2: exactly one Host, whose value is a host and optional port (or empty).
+fn has_one_valid_host(headers: &HeaderMap) -> bool {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else { return false };
+    host.len() <= 255
+        && host
+            .as_bytes()
+            .iter()
+            .all(|&b| b.is_ascii_graphic() && !matches!(b, b'/' | b'?' | b'#' | b'@' | b'\\'))
 }
 
 /// Counts running exports, in all and per token.
