@@ -200,6 +200,7 @@ async fn debug_logging_cannot_be_used_to_forge_log_lines() {
              &fields=error_id&os_name=ios{forged}",
             served.base
         );
+        logs_server::install_tls_provider();
         let response = reqwest::Client::new()
             .get(&url)
             .header("Authorization", format!("OAuth {}", served.token))
