@@ -39,8 +39,13 @@ const BLOOM_FILTER_COLUMNS: [&str; 8] = [
 /// False-positive probability of the Bloom filters. The filters are sized for a whole row
 /// group of distinct values, then folded down by the writer to the values actually seen.
 const BLOOM_FILTER_FPP: f64 = 0.01;
-const DATA_PAGE_ROW_COUNT_LIMIT: usize = 20_000;
-const DATA_PAGE_SIZE_LIMIT: usize = 1 << 20;
+/// At most this many rows per data page (the writer checks every 1 024 rows). Small pages let
+/// the page index narrow an equality filter down to a few thousand rows: with the rows sorted
+/// by `error_id`, an export of one error decompresses only the pages around its rows, in
+/// every column (measured: 20 000-row `error_id` pages selected 830 K rows of 4 M for a
+/// 3 600-row point export; 1 024-row pages select about 60 K).
+const DATA_PAGE_ROW_COUNT_LIMIT: usize = 1024;
+const DATA_PAGE_SIZE_LIMIT: usize = 128 << 10;
 /// Rows per record batch handed to the writer, which cuts the row groups itself; small
 /// batches keep the builders' memory small (~10 MB).
 const BATCH_ROWS: usize = 8192;

@@ -27,6 +27,9 @@ fn options(out: &Path) -> GenerateOptions {
     options.start = NaiveDate::from_ymd_opt(2026, 10, 30).unwrap();
     options.late_fraction = 0.05;
     options.threads = 2;
+    // Time order, which the layout checks below rely on (the default is error_id order,
+    // checked in its own test).
+    options.sort_by = SortKey::ErrorTimestamp;
     options
 }
 
