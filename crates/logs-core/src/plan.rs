@@ -26,7 +26,9 @@ pub fn build_plan(request: &ExportRequest, table: Arc<dyn TableSource>) -> Resul
     }
     builder = builder.project(request.fields().iter().map(|&f| field_expr(request, f)))?;
     if let Some(limit) = request.limit() {
-        builder = builder.limit(0, Some(usize::try_from(limit).unwrap_or(usize::MAX)))?;
+        // DataFusion keeps a fetch as an i64: any limit from 2^63 up means "all rows".
+        let fetch = usize::try_from(limit.min(i64::MAX as u64)).unwrap_or(usize::MAX);
+        builder = builder.limit(0, Some(fetch))?;
     }
     builder.build()
 }

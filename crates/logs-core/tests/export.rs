@@ -256,3 +256,16 @@ async fn the_operator_maximum_limits_an_export_without_limit() {
         .unwrap_err();
     assert!(err.to_string().contains("maximum of 7"), "{err}");
 }
+
+#[tokio::test]
+async fn the_largest_limits_export_every_row() {
+    let dir = generate(1000, 2);
+    let engine = engine(&data_root(&dir));
+    let base = "application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id";
+    let all = engine_rows(&engine, &request(base)).await.len();
+    assert!(all > 0);
+    for limit in [i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX] {
+        let rows = engine_rows(&engine, &request(&format!("{base}&limit={limit}"))).await;
+        assert_eq!(rows.len(), all, "limit={limit}");
+    }
+}

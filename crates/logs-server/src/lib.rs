@@ -9,6 +9,7 @@
 //! GET /logs/v1/export/errors.json?…  the export as JSON   (scope service:read)
 //! GET /management/v1/applications    applications the token may read (scope service:read)
 //! GET /healthz                       liveness, without a token
+//! GET /openapi.json                  the OpenAPI document (any valid token)
 //! ```
 //!
 //! Layers, outermost first: the access log and request id ([`log`]), the request size limits
@@ -46,13 +47,14 @@ pub mod limits;
 pub mod log;
 pub mod management;
 pub mod metrics;
+pub mod openapi;
 mod server;
 pub mod state;
 
 use axum::Router;
 use axum::extract::State;
-use axum::middleware::from_fn_with_state;
-use axum::response::IntoResponse;
+use axum::middleware::{from_fn_with_state, map_response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderValue, header};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
@@ -70,18 +72,30 @@ pub fn app(state: AppState) -> Router {
         .no_deflate()
         .no_zstd()
         .quality(CompressionLevel::Precise(state.settings().gzip_level as i32));
-    Router::new()
+    let routes = Router::new()
         .route("/logs/v1/export/errors.csv", get(export::export_errors))
         .route("/logs/v1/export/errors.json", get(export::export_errors))
         .route("/management/v1/applications", get(management::list_applications))
         .route("/healthz", get(healthz))
+        .route(openapi::OPENAPI_PATH, get(openapi::serve_document))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), auth::require_token))
         .layer(gzip)
         .layer(from_fn_with_state(state.clone(), limits::check_request_size))
         .layer(from_fn_with_state(state.clone(), log::access_log))
-        .with_state(state)
+        .with_state(state);
+    // axum adds `Allow` to whatever a route answers for a method it lacks, outside the route's
+    // layers, the 401 included: strip it from everything but a 405, so that a client without a
+    // token cannot tell a real route from a made-up one.
+    Router::new().fallback_service(routes).layer(map_response(allow_only_on_405))
+}
+
+async fn allow_only_on_405(mut response: Response) -> Response {
+    if response.status() != http::StatusCode::METHOD_NOT_ALLOWED {
+        response.headers_mut().remove(header::ALLOW);
+    }
+    response
 }
 
 /// The admin API, for a separate listener that only operators reach: `GET /metrics`

@@ -29,7 +29,7 @@ use crate::state::AppState;
 pub const APPLICATIONS_FILE: &str = "applications.toml";
 
 /// One application, as listed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Application {
     pub id: i64,
@@ -91,7 +91,7 @@ impl ApplicationDirectory {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ApplicationList {
     pub applications: Vec<Application>,
 }

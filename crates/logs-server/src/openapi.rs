@@ -1,0 +1,390 @@
+//! The OpenAPI 3.1 document of the public API, generated from the code with `utoipa`, and
+//! served at `GET /openapi.json` (behind a token, like every route but `/healthz`).
+//!
+//! What the document says is taken from the code wherever the code holds it:
+//! - the field filters and the values of `fields` come from the engine's field table
+//!   ([`logs_core::Field`]), with their types;
+//! - the error answers come from [`ApiError::problem`], the one `match` that maps errors to
+//!   statuses: one example of every kind of error (a `match` in `openapi/errors.rs` makes the
+//!   compiler ask for a new one when a kind is added) gives each status its `error_type`s and
+//!   headers (`WWW-Authenticate`, `Retry-After`);
+//! - the applications list's schema is derived from [`crate::management::ApplicationList`].
+//!
+//! The paths are built with utoipa's builders rather than `#[utoipa::path]` on the handlers:
+//! one handler serves both export routes, and the parameters and error answers are computed
+//! from the tables above, which attribute macros cannot iterate.
+//!
+//! The checked-in copy is `docs/openapi.json`; a test fails when it differs from
+//! [`document_json`] (`UPDATE_OPENAPI=1 cargo test -p logs-server --test openapi` rewrites it).
+
+mod errors;
+mod export;
+
+use errors::{component_name, error_body_schema, error_responses, error_type_schema};
+use export::{export_parameters, export_schema, record_schema};
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::Value;
+use utoipa::openapi::header::{Header, HeaderBuilder};
+use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, PathItem};
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::server::ServerBuilder;
+use utoipa::openapi::tag::TagBuilder;
+use utoipa::openapi::{
+    ComponentsBuilder, ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, OpenApiBuilder, PathsBuilder,
+    Ref, RefOr,
+};
+
+use crate::auth::READ_SCOPE;
+use crate::management::ApplicationList;
+
+/// The route of the document.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+
+/// The name of the security scheme in the document.
+pub const SECURITY_SCHEME: &str = "OAuth";
+
+const EXPORT_CSV: &str = "/logs/v1/export/errors.csv";
+const EXPORT_JSON: &str = "/logs/v1/export/errors.json";
+const APPLICATIONS: &str = "/management/v1/applications";
+const HEALTHZ: &str = "/healthz";
+
+/// Headers that a response may leave out, by response (component name or status); every
+/// other documented response header is `required`.
+const OPTIONAL_HEADERS: [(&str, &str); 3] =
+    [("Forbidden", "WWW-Authenticate"), ("ServiceUnavailable", "Retry-After"), ("200", "Content-Encoding")];
+
+/// The handler of `GET /openapi.json`.
+pub async fn serve_document() -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"))], document_json())
+        .into_response()
+}
+
+/// The document as pretty JSON with a final newline, as checked in at `docs/openapi.json`.
+pub fn document_json() -> String {
+    let mut text = serde_json::to_string_pretty(&document()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The document as JSON: [`api_doc`], with `required: true` on the response headers that
+/// are always sent (utoipa's header object has no `required`).
+pub fn document() -> Value {
+    let mut doc = serde_json::to_value(api_doc()).unwrap_or(Value::Null);
+    if let Some(responses) = doc.pointer_mut("/components/responses").and_then(Value::as_object_mut) {
+        for (name, response) in responses {
+            mark_required_headers(name, response);
+        }
+    }
+    if let Some(paths) = doc.pointer_mut("/paths").and_then(Value::as_object_mut) {
+        let operations =
+            paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut());
+        for operation in operations {
+            let responses = operation.get_mut("responses").and_then(Value::as_object_mut);
+            for (status, response) in responses.into_iter().flatten() {
+                mark_required_headers(status, response);
+            }
+        }
+    }
+    doc
+}
+
+fn mark_required_headers(response_name: &str, response: &mut Value) {
+    let headers = response.get_mut("headers").and_then(Value::as_object_mut);
+    for (name, header) in headers.into_iter().flatten() {
+        let optional = OPTIONAL_HEADERS.contains(&(response_name, name.as_str()));
+        if let Some(header) = header.as_object_mut() {
+            header.insert("required".into(), Value::Bool(!optional));
+        }
+    }
+}
+
+/// The document as utoipa's model.
+pub fn api_doc() -> OpenApi {
+    let security = SecurityRequirement::new(SECURITY_SCHEME, Vec::<String>::new());
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("logs-export")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(API_DESCRIPTION))
+                .license(Some(LicenseBuilder::new().name("Apache-2.0").build())),
+        )
+        .paths(
+            PathsBuilder::new()
+                .path(EXPORT_CSV, PathItem::new(HttpMethod::Get, export_operation(Export::Csv)))
+                .path(EXPORT_JSON, PathItem::new(HttpMethod::Get, export_operation(Export::Json)))
+                .path(APPLICATIONS, PathItem::new(HttpMethod::Get, applications_operation()))
+                .path(HEALTHZ, PathItem::new(HttpMethod::Get, healthz_operation()))
+                .path(OPENAPI_PATH, PathItem::new(HttpMethod::Get, openapi_operation())),
+        )
+        .servers(Some([ServerBuilder::new()
+            .url("http://127.0.0.1:8080")
+            .description(Some("`logs serve` with its default `--listen`"))
+            .build()]))
+        .components(Some(components().build()))
+        .security(Some([security]))
+        .tags(Some([
+            TagBuilder::new().name("export").description(Some("The error-log export (spec §4.1).")).build(),
+            TagBuilder::new().name("management").description(Some("Management calls (spec §4.2).")).build(),
+            TagBuilder::new().name("service").description(Some("Liveness and this document.")).build(),
+        ]))
+        .build()
+}
+
+const API_DESCRIPTION: &str = "Exports the error records (crashes and custom errors) of mobile \
+applications as CSV or JSON: for one application, a date range, a chosen set of fields, equality \
+filters and a row limit.\n\n\
+**Authorization.** Every route but `/healthz` needs an OAuth access token in the header \
+`Authorization: OAuth <token>` (`Bearer` is accepted too). Unknown paths need one as well: without \
+a valid token every path answers 401, so that the service does not reveal which paths exist. A \
+token in the query string (`oauth_token`, `access_token`, `token`) is refused with 401 \
+`invalid_request` on every route, `/healthz` included. The export and the applications list need \
+the scope `service:read`; this document needs a valid token and no scope.\n\n\
+**Errors.** Every error answer has the JSON body `ErrorBody`; `location` names the query parameter \
+at fault, when there is one. 5xx messages say little; the details are in the server's log under \
+the response's `x-request-id`. The order of checks: size limits (414, 431) and the `Host` \
+header (400 `bad_request`), the token (401), \
+routing (404, 405), scope (403), the parameters (400), the application (403), the limits (429, \
+503), the data (503, 500). Another method than GET or HEAD on a route answers 405 \
+(`MethodNotAllowed`, with `Allow`); an unknown path 404 (`NotFound`). HEAD is answered like GET \
+without the body.\n\n\
+**Every response** has `x-request-id` (the client's, if it sent a plain one of at most 64 \
+characters, else a new one), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`. \
+Responses are gzipped when `Accept-Encoding` allows gzip.";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Export {
+    Csv,
+    Json,
+}
+
+fn export_operation(format: Export) -> Operation {
+    let (id, summary, media, body): (&str, &str, &str, RefOr<Schema>) = match format {
+        Export::Csv => (
+            "exportErrorsCsv",
+            "Export error records as CSV",
+            "text/csv",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(
+                    "A header row of the requested names, then one line per record; every line ends \
+                     with LF. RFC 4180 quoting: a value containing a comma, a double quote, CR or LF is \
+                     enclosed in double quotes with inner quotes doubled; nothing else is quoted. A null \
+                     is an empty cell, an empty string `\"\"`. Zero rows give the header alone.",
+                ))
+                .into(),
+        ),
+        Export::Json => (
+            "exportErrorsJson",
+            "Export error records as JSON",
+            "application/json",
+            Ref::from_schema_name("ErrorExport").into(),
+        ),
+    };
+    let extension = if format == Export::Csv { "csv" } else { "json" };
+    let ok = ResponseBuilder::new()
+        .description(
+            "The export, streamed in chunks (no `Content-Length`). The status is sent once the query has \
+             produced its first rows (or ended), so every failure before that gets an error status; a \
+             failure after it aborts the connection without the final chunk, so that a short export \
+             never looks complete. With `use_utf8_bom=true` the body starts with EF BB BF (also in \
+             JSON). Rows come in no guaranteed order.",
+        )
+        .content(media, ContentBuilder::new().schema(Some(body)).build())
+        .header(
+            "Content-Disposition",
+            header_of(
+                enum_string(&format!("attachment; filename=\"errors.{extension}\"")),
+                "Always `attachment` with the file name of the format.",
+            ),
+        )
+        .header(
+            "X-Skipped-Shards",
+            header_of(
+                integer(Some(0), None),
+                "How many unreadable files `skip_unavailable_shards=true` left out (0 normally).",
+            ),
+        )
+        .header(
+            "Content-Encoding",
+            header_of(enum_string("gzip"), "`gzip` when the request's `Accept-Encoding` allows it."),
+        )
+        .header("x-request-id", request_id_header())
+        .build();
+    let description = format!(
+        "Returns the records of one application inside the date range, with the fields named in \
+         `fields`, filtered by equality on any field given as a parameter. Needs the scope \
+         `{READ_SCOPE}` and the application among the token's. Each parameter may be given at most \
+         once; an unknown name is refused (400, with a suggestion for a typo)."
+    );
+    operation("export", id, summary, &description, &["400", "401", "403", "414", "429", "431", "500", "503"])
+        .parameters(Some(export_parameters()))
+        .response("200", ok)
+        .build()
+}
+
+fn applications_operation() -> Operation {
+    let ok = ResponseBuilder::new()
+        .description(
+            "The applications the token may read, ascending by id: those described in the dataset's \
+             `applications.toml` and those with data. An application without a description is named \
+             by its id, in `UTC`.",
+        )
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("ApplicationList"))).build(),
+        )
+        .header("x-request-id", request_id_header())
+        .build();
+    operation(
+        "management",
+        "listApplications",
+        "List the applications",
+        &format!(
+            "The applications this token may read. Needs the scope `{READ_SCOPE}`; takes no parameters."
+        ),
+        &["400", "401", "403", "414", "431", "500", "503"],
+    )
+    .response("200", ok)
+    .build()
+}
+
+fn healthz_operation() -> Operation {
+    let ok = ResponseBuilder::new()
+        .description("The process answers. Says nothing about the data.")
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Health"))).build(),
+        )
+        .header("x-request-id", request_id_header())
+        .build();
+    operation(
+        "service",
+        "healthz",
+        "Liveness",
+        "Needs no token. A token in the query string is still refused (401 `invalid_request`).",
+        &["400", "401", "414", "431"],
+    )
+    .response("200", ok)
+    .security(SecurityRequirement::default())
+    .build()
+}
+
+fn openapi_operation() -> Operation {
+    let ok = ResponseBuilder::new()
+        .description("This document.")
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(ObjectBuilder::new().schema_type(Type::Object))).build(),
+        )
+        .header("x-request-id", request_id_header())
+        .build();
+    operation(
+        "service",
+        "openapi",
+        "This OpenAPI document",
+        "Needs a valid token (any scope): like every route but `/healthz`, so that clients without a \
+         token learn nothing about the routes. The same document is in the repository as \
+         `docs/openapi.json`.",
+        &["400", "401", "414", "431", "503"],
+    )
+    .response("200", ok)
+    .build()
+}
+
+/// An operation with its tag, id, texts and references to the error answers of `statuses`.
+fn operation(tag: &str, id: &str, summary: &str, description: &str, statuses: &[&str]) -> OperationBuilder {
+    let mut builder = OperationBuilder::new()
+        .tag(tag)
+        .operation_id(Some(id))
+        .summary(Some(summary))
+        .description(Some(description));
+    for status in statuses {
+        let code = status.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok());
+        if let Some(code) = code {
+            builder = builder.response(*status, Ref::from_response_name(component_name(code)));
+        }
+    }
+    builder
+}
+
+fn integer<N: Into<utoipa::Number>>(minimum: Option<N>, maximum: Option<N>) -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::Integer).minimum(minimum).maximum(maximum)
+}
+
+fn enum_string(value: &str) -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::String).enum_values(Some([value]))
+}
+
+fn header_of(schema: impl Into<RefOr<Schema>>, description: &str) -> Header {
+    HeaderBuilder::new().schema(schema).description(Some(description)).build()
+}
+
+fn request_id_header() -> Header {
+    header_of(
+        ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[A-Za-z0-9._-]{1,64}$")),
+        "The request's id: the client's `x-request-id` if it is 1 to 64 letters, digits, `.`, `_` or \
+         `-`, else a new random one. The server's log lines of the request carry it.",
+    )
+}
+
+fn components() -> ComponentsBuilder {
+    let scheme = ApiKeyValue::with_description(
+        "Authorization",
+        "An OAuth access token: the header's value is `OAuth <token>` (the scheme word `Bearer` is \
+         accepted too, in any case). The token is RFC 6750's `b64token`. Tokens in the query \
+         string are refused.",
+    );
+    let mut builder = ComponentsBuilder::new()
+        .security_scheme(SECURITY_SCHEME, SecurityScheme::ApiKey(ApiKey::Header(scheme)))
+        .schema("ErrorBody", error_body_schema())
+        .schema("ErrorType", error_type_schema())
+        .schema("ErrorExport", export_schema())
+        .schema("ErrorRecord", record_schema())
+        .schema("Health", health_schema())
+        .schema_from::<ApplicationList>()
+        .schema_from::<crate::management::Application>();
+    for (status, response) in error_responses() {
+        builder = builder.response(component_name(status), response);
+    }
+    builder
+}
+
+fn health_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("status", enum_string("ok"))
+        .required("status")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn headers_are_required_unless_listed() {
+        let doc = document();
+        let header = |pointer: &str| doc.pointer(pointer).cloned().unwrap_or(Value::Null);
+        assert_eq!(header("/components/responses/TooManyRequests/headers/Retry-After/required"), json!(true));
+        assert_eq!(
+            header("/components/responses/ServiceUnavailable/headers/Retry-After/required"),
+            json!(false)
+        );
+        assert_eq!(
+            header("/components/responses/Unauthorized/headers/WWW-Authenticate/required"),
+            json!(true)
+        );
+        assert_eq!(header("/components/responses/Forbidden/headers/WWW-Authenticate/required"), json!(false));
+        assert_eq!(header("/components/responses/MethodNotAllowed/headers/Allow/required"), json!(true));
+        let ok = "/paths/~1logs~1v1~1export~1errors.csv/get/responses/200/headers";
+        assert_eq!(header(&format!("{ok}/X-Skipped-Shards/required")), json!(true));
+        assert_eq!(header(&format!("{ok}/Content-Encoding/required")), json!(false));
+    }
+}

@@ -1,0 +1,270 @@
+//! The export's parameters (spec §4.1, with the engine's field table for `fields` and the
+//! field filters) and the schema of its JSON body.
+
+use logs_core::request::MAX_PARTS;
+use logs_core::{Field, FieldType};
+use serde_json::{Value, json};
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn, ParameterStyle};
+use utoipa::openapi::schema::{
+    AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
+use utoipa::openapi::{KnownFormat, Ref, RefOr, Required};
+
+use super::integer;
+
+/// The query parameters of the export (spec §4.1), the field filters last.
+pub(super) fn export_parameters() -> Vec<Parameter> {
+    let datetime = |end: &str| {
+        ObjectBuilder::new().schema_type(Type::String).pattern(Some(DATETIME_PATTERN)).description(Some(
+            format!("`yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd` (UTC); a date alone means {end} of the day"),
+        ))
+    };
+    let mut parameters = vec![
+        query_parameter(
+            "application_id",
+            true,
+            integer(Some(i64::MIN), Some(i64::MAX))
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
+            "The numeric id of the application whose records are exported.",
+            Some(json!(1001)),
+        ),
+        query_parameter(
+            "date_since",
+            true,
+            datetime("00:00:00"),
+            "Start of the date range, inclusive, UTC: `yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd` (then \
+             00:00:00). Impossible dates and times (`2026-02-30`, `24:00:00`) and a `T` separator are \
+             refused. The kind of time is set by `date_dimension`.",
+            Some(json!("2026-10-01")),
+        ),
+        query_parameter(
+            "date_until",
+            true,
+            datetime("23:59:59"),
+            "End of the date range, inclusive, same format as `date_since` (a date alone means \
+             23:59:59). May not be before `date_since`.",
+            Some(json!("2026-10-07 23:59:59")),
+        ),
+        fields_parameter(),
+        query_parameter(
+            "date_dimension",
+            false,
+            ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["default", "receive"])),
+            "Which time the range applies to: `default` (absent too) when the error occurred on the \
+             device (`error_timestamp`), `receive` when the server received it \
+             (`error_receive_timestamp`).",
+            None,
+        ),
+        query_parameter(
+            "limit",
+            false,
+            integer(Some(1u64), Some(u64::MAX)),
+            "The most records to return: a whole number from 1 (the spec declares it a string of \
+             digits). Absent: all records, unless the operator set a maximum (`--max-limit`); then \
+             absent means that maximum and a larger value is refused with a message that states it. \
+             Which records are returned is not guaranteed to be the same between requests.",
+            None,
+        ),
+        query_parameter(
+            "use_utf8_bom",
+            false,
+            boolean(),
+            "Start the output with a UTF-8 byte order mark (EF BB BF), in both formats. `true`, \
+             `false`, `1` or `0`; default `false`.",
+            None,
+        ),
+        query_parameter(
+            "skip_unavailable_shards",
+            false,
+            boolean(),
+            "`false` (default): a file of the requested range that cannot be read fails the export \
+             (503 `storage_unavailable`). `true`: such files are left out and counted in the \
+             `X-Skipped-Shards` header. `true`, `false`, `1` or `0`.",
+            None,
+        ),
+        query_parameter(
+            "parts_count",
+            false,
+            integer(Some(1u32), Some(MAX_PARTS)),
+            "Split the export into this many disjoint parts (1 to 1024) and return part \
+             `part_number`; give both or neither. A stable hash of `error_timestamp`, \
+             `error_receive_timestamp`, `service_device_id` and `error_id` assigns each record to \
+             one part, so together the parts equal the export.",
+            None,
+        ),
+        query_parameter(
+            "part_number",
+            false,
+            integer(Some(0u32), Some(MAX_PARTS - 1)),
+            "Which part to return, from 0 to `parts_count` − 1; give both or neither.",
+            None,
+        ),
+    ];
+    parameters.extend(Field::all().filter(|f| *f != Field::APPLICATION_ID).map(filter_parameter));
+    parameters
+}
+
+/// The shape of a date or date and time; impossible dates (`2026-02-30`) are refused too.
+const DATETIME_PATTERN: &str =
+    "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])( ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9])?$";
+
+fn fields_parameter() -> Parameter {
+    let names: Vec<&str> = Field::all().map(Field::name).collect();
+    let list: Vec<String> =
+        Field::all().map(|f| format!("`{}` ({})", f.name(), type_name(f.field_type()))).collect();
+    let schema = ArrayBuilder::new()
+        .items(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names)))
+        .min_items(Some(1))
+        .unique_items(true);
+    let description = format!(
+        "The fields to return, comma-separated (`fields=error_id,os_name`), in the order of the \
+         output's columns. Any subset of the {} fields, each at most once; spaces around names are \
+         ignored. Allowed: {}.",
+        Field::all().len(),
+        list.join(", ")
+    );
+    let mut parameter = query_parameter(
+        "fields",
+        true,
+        schema,
+        &description,
+        Some(json!(["error_datetime", "error_name", "os_name"])),
+    );
+    parameter.style = Some(ParameterStyle::Form);
+    parameter.explode = Some(false);
+    parameter
+}
+
+/// An equality filter: the field's name as a parameter, with the field's type.
+fn filter_parameter(field: Field) -> Parameter {
+    let schema: RefOr<Schema> = match field.field_type() {
+        FieldType::String => ObjectBuilder::new().schema_type(Type::String).into(),
+        FieldType::Int64 => integer(Some(i64::MIN), Some(i64::MAX))
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .into(),
+        FieldType::UInt64 => {
+            integer(Some(0u64), Some(u64::MAX)).format(Some(SchemaFormat::Custom("uint64".into()))).into()
+        }
+    };
+    let description = format!(
+        "Equality filter on `{name}` ({kind}): only records whose `{name}` equals this value exactly \
+         (case-sensitive; a null never matches). {meaning}",
+        name = field.name(),
+        kind = type_name(field.field_type()),
+        meaning = field_meaning(field),
+    );
+    query_parameter(field.name(), false, schema, &description, None)
+}
+
+fn query_parameter(
+    name: &str,
+    required: bool,
+    schema: impl Into<RefOr<Schema>>,
+    description: &str,
+    example: Option<Value>,
+) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Query)
+        .required(if required { Required::True } else { Required::False })
+        .description(Some(description))
+        .schema(Some(schema))
+        .example(example)
+        .build()
+}
+
+fn type_name(kind: FieldType) -> &'static str {
+    match kind {
+        FieldType::String => "string",
+        FieldType::Int64 => "integer",
+        FieldType::UInt64 => "integer, unsigned 64-bit",
+    }
+}
+
+/// What each field holds (spec §2.1).
+fn field_meaning(field: Field) -> &'static str {
+    match field.name() {
+        "error" => "Error text (may be multi-line, e.g. a crash report).",
+        "error_datetime" => "Date and time of the error, `yyyy-mm-dd hh:mm:ss`, UTC.",
+        "error_id" => "Error ID.",
+        "error_json" => "JSON (serialized into a string) with the error parameters.",
+        "error_name" => "Error name.",
+        "error_receive_datetime" => "When the server received the error, `yyyy-mm-dd hh:mm:ss`, UTC.",
+        "error_receive_timestamp" => "When the server received the error, Unix time.",
+        "error_timestamp" => "Time of the error, Unix time.",
+        "service_device_id" => "Unique device identifier detected by the service.",
+        "city" => "City name in English.",
+        "connection_type" => "One of `wifi`, `cell`, `unknown`.",
+        "country_iso_code" => "ISO country code.",
+        "device_ipv6" => "IP address at the time of the event, in IPv6 notation (`::ffff:<ipv4>` possible).",
+        "device_locale" => "Language (locale) on the device.",
+        "device_manufacturer" => "Device manufacturer.",
+        "device_model" => "Device model.",
+        "device_type" => "One of `phone`, `tablet`, `unknown`.",
+        "google_aid" => "Advertising ID (the service's platform), as received from the device.",
+        "ios_ifa" => "Advertising ID (iOS), as received from the device.",
+        "ios_ifv" => "Identifier-for-vendor of the app, as received from the device.",
+        "mcc" => "Mobile country code.",
+        "mnc" => "Mobile network code.",
+        "operator_name" => "Mobile operator name.",
+        "os_name" => "One of `ios`, `android`, `windows`.",
+        "os_version" => "Operating system version.",
+        "profile_id" => "User profile ID.",
+        "windows_aid" => "Advertising ID (Windows), as received from the device.",
+        "app_package_name" => "Package name or bundle ID.",
+        "app_version_name" => "App version, in the developer's format.",
+        "application_id" => "Numeric id of the application.",
+        _ => "",
+    }
+}
+
+fn boolean() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::Boolean)
+}
+
+/// `{"data":[…]}`: the JSON export.
+pub(super) fn export_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The JSON export: `{\"data\":[` then one record per line, `]}` and a final newline; zero \
+             records give `{\"data\":[]}`.",
+        ))
+        .property("data", ArrayBuilder::new().items(Ref::from_schema_name("ErrorRecord")))
+        .required("data")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+}
+
+/// One record: any of the fields, with the types of spec §2.1, null when absent.
+pub(super) fn record_schema() -> ObjectBuilder {
+    let mut record = ObjectBuilder::new().schema_type(Type::Object).description(Some(
+        "One error record: exactly the fields named in `fields`, in that order. Integer fields are \
+         JSON numbers (exact up to 2^64 − 1); strings are escaped per RFC 8259; a missing value is \
+         `null`.",
+    ));
+    for field in Field::all() {
+        let (kind, format) = match field.field_type() {
+            FieldType::String => (Type::String, None),
+            FieldType::Int64 => (Type::Integer, Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
+            FieldType::UInt64 => (Type::Integer, Some(SchemaFormat::Custom("uint64".into()))),
+        };
+        let property = ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([kind, Type::Null]))
+            .format(format)
+            .description(Some(field_meaning(field)));
+        record = record.property(field.name(), property);
+    }
+    record.additional_properties(Some(AdditionalProperties::FreeForm(false)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_is_described() {
+        for field in Field::all() {
+            assert!(!field_meaning(field).is_empty(), "{field}");
+        }
+    }
+}
