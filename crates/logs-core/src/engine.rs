@@ -102,7 +102,7 @@ impl Engine {
         if config.max_limit == Some(0) {
             return Err(Error::Config { setting: "max_limit", message: "must be at least 1".into() });
         }
-        // Canonical, because file URLs may hold no `..` segment.
+        // Canonical: the scan names files by object-store paths, which may hold no `..`.
         let root = std::fs::canonicalize(root.as_ref())
             .map_err(|e| Error::Storage { path: Some(root.as_ref().to_owned()), message: e.to_string() })?;
         let catalog = Catalog::open(root)?;
