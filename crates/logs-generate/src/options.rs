@@ -140,34 +140,42 @@ impl fmt::Display for SortKey {
     }
 }
 
-/// The Parquet compression codec of every column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The Parquet compression codec of the columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Codec {
     Uncompressed,
     Snappy,
+    /// LZ4 (Parquet's `LZ4_RAW`).
+    Lz4,
     /// ZSTD at the given level (1..=22).
     Zstd(i32),
-}
-
-impl Default for Codec {
-    fn default() -> Self {
-        Codec::Zstd(1)
-    }
+    /// The default: ZSTD level 1 for the long texts (`error`, `error_json`), which hold most of
+    /// the bytes, and LZ4 for every other column. A reader sets up a codec for every column
+    /// chunk it opens, and the Parquet reader's ZSTD codec allocates a compression and a
+    /// decompression context each time: with 30 columns in 60 files, a point export spent a
+    /// sixth of its CPU there (perf: 18%). LZ4 costs nothing to set up and decodes faster; the files grow
+    /// by a fifth (906 to 1 085 MiB for 5 M rows).
+    #[default]
+    Mixed,
 }
 
 impl FromStr for Codec {
     type Err = GenerateError;
 
-    /// `none`, `snappy`, `zstd` (level 1) or `zstd:<level>`.
+    /// `mixed`, `none`, `snappy`, `lz4`, `zstd` (level 1) or `zstd:<level>`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let invalid = || GenerateError::InvalidOption {
             name: "compression",
-            message: format!("`{s}` is not a codec (expected none, snappy, zstd or zstd:<1..=22>)"),
+            message: format!(
+                "`{s}` is not a codec (expected mixed, none, snappy, lz4, zstd or zstd:<1..=22>)"
+            ),
         };
         match s.split_once(':') {
+            None if s == "mixed" => Ok(Codec::Mixed),
             None if s == "none" => Ok(Codec::Uncompressed),
             None if s == "snappy" => Ok(Codec::Snappy),
-            None if s == "zstd" => Ok(Codec::default()),
+            None if s == "lz4" => Ok(Codec::Lz4),
+            None if s == "zstd" => Ok(Codec::Zstd(1)),
             Some(("zstd", level)) => match level.parse::<i32>() {
                 Ok(level) if (1..=22).contains(&level) => Ok(Codec::Zstd(level)),
                 _ => Err(invalid()),
@@ -182,6 +190,8 @@ impl fmt::Display for Codec {
         match self {
             Codec::Uncompressed => f.write_str("none"),
             Codec::Snappy => f.write_str("snappy"),
+            Codec::Lz4 => f.write_str("lz4"),
+            Codec::Mixed => f.write_str("mixed"),
             Codec::Zstd(level) => write!(f, "zstd:{level}"),
         }
     }
@@ -339,5 +349,9 @@ mod tests {
         assert_eq!(Codec::Zstd(3).to_string().parse::<Codec>().unwrap(), Codec::Zstd(3));
         assert!("zstd:0".parse::<Codec>().is_err());
         assert!("gzip".parse::<Codec>().is_err());
+        assert_eq!("zstd".parse::<Codec>().unwrap(), Codec::Zstd(1));
+        for codec in [Codec::Mixed, Codec::Lz4, Codec::Uncompressed, Codec::Snappy] {
+            assert_eq!(codec.to_string().parse::<Codec>().unwrap(), codec);
+        }
     }
 }

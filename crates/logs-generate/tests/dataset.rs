@@ -15,6 +15,7 @@ use logs_generate::{
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::data_type::ByteArray;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::ReadOptionsBuilder;
@@ -201,7 +202,36 @@ fn parquet_metadata_has_indexes_and_bloom_filters() {
             assert!(row_group.column(column(name)).bloom_filter_offset().is_some(), "bloom filter on {name}");
         }
         assert!(row_group.column(column("error")).bloom_filter_offset().is_none());
-        assert!(matches!(row_group.column(column("error")).compression(), Compression::ZSTD(_)));
+        // The default codec: ZSTD for the long texts, LZ4 for the rest.
+        for name in ["error", "error_json"] {
+            assert!(matches!(row_group.column(column(name)).compression(), Compression::ZSTD(_)), "{name}");
+        }
+        for name in ["error_id", "os_name", "service_device_id", "error_timestamp", "city"] {
+            assert_eq!(row_group.column(column(name)).compression(), Compression::LZ4_RAW, "{name}");
+        }
+        // Near-unique columns have no dictionary page; repetitive ones keep theirs.
+        for name in
+            ["error", "error_timestamp", "error_datetime", "service_device_id", "google_aid", "device_ipv6"]
+        {
+            assert!(
+                row_group.column(column(name)).dictionary_page_offset().is_none(),
+                "no dictionary on {name}"
+            );
+        }
+        for name in ["error_id", "os_name", "city", "app_version_name"] {
+            assert!(
+                row_group.column(column(name)).dictionary_page_offset().is_some(),
+                "dictionary on {name}"
+            );
+        }
+        // No page statistics (column index) for the long texts; every other column has them.
+        let column_index = &metadata.column_index().unwrap()[i];
+        for name in ["error", "error_json"] {
+            assert!(matches!(column_index[column(name)], ColumnIndexMetaData::NONE), "{name}");
+        }
+        for name in ["error_id", "os_name", "error_timestamp"] {
+            assert!(!matches!(column_index[column(name)], ColumnIndexMetaData::NONE), "{name}");
+        }
         let pages = &metadata.offset_index().unwrap()[i][column("error")].page_locations();
         // The writer checks the 1 MiB page size every 1024 rows; error texts are ~1 KB.
         assert!(pages.len() > 1, "the error column has several pages per row group");
