@@ -6,14 +6,23 @@
 //! the range; then each file's footer statistics for the range's timestamp column. Each
 //! selected file's footer is read here, so an unreadable file is found before any row is
 //! exported: it fails the export, or, with `skip_unavailable_shards`, is left out and counted.
+//!
+//! Footers are read with their page index and kept in DataFusion's file-metadata cache (when
+//! the catalog has one), keyed by path and checked against size and modification time: the
+//! scan then reads no footer a second time, and later exports of the same files none at all.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::arrow::datatypes::DataType;
+use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
+use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadataCache};
+use datafusion::object_store::ObjectMeta;
+use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
-use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use datafusion::parquet::file::statistics::Statistics;
 use futures::{StreamExt, TryStreamExt};
 
@@ -25,9 +34,19 @@ use crate::schema::{Field, FieldType};
 const FOOTER_READS_IN_FLIGHT: usize = 16;
 
 /// The dataset below one root folder.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Catalog {
     root: PathBuf,
+    metadata_cache: Option<Arc<FileMetadataCache>>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("root", &self.root)
+            .field("metadata_cache", &self.metadata_cache.is_some())
+            .finish()
+    }
 }
 
 /// A file an export reads.
@@ -90,7 +109,14 @@ impl Catalog {
         }
         // A root that cannot be listed would look like an empty dataset: refuse it now.
         list_folder(&root)?;
-        Ok(Catalog { root })
+        Ok(Catalog { root, metadata_cache: None })
+    }
+
+    /// Keeps the footers read in `cache` (DataFusion's file-metadata cache, shared with the
+    /// scan), and looks them up there first.
+    pub fn with_metadata_cache(mut self, cache: Arc<FileMetadataCache>) -> Catalog {
+        self.metadata_cache = Some(cache);
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -155,7 +181,10 @@ impl Catalog {
 
         let column = request.date_dimension().timestamp_field().name();
         let checks: Vec<FooterCheck> = futures::stream::iter(paths)
-            .map(|path| tokio::task::spawn_blocking(move || check_footer(path, column, range)))
+            .map(|path| {
+                let cache = self.metadata_cache.clone();
+                tokio::task::spawn_blocking(move || check_footer(path, column, range, cache.as_deref()))
+            })
             .buffered(FOOTER_READS_IN_FLIGHT)
             .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))
             .try_collect()
@@ -239,15 +268,33 @@ fn list_folder(folder: &Path) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-fn check_footer(path: PathBuf, column: &str, range: TimeRange) -> FooterCheck {
+fn check_footer(
+    path: PathBuf,
+    column: &str,
+    range: TimeRange,
+    cache: Option<&FileMetadataCache>,
+) -> FooterCheck {
     let read = File::open(&path).map_err(|e| e.to_string()).and_then(|file| {
         let meta = file.metadata().map_err(|e| e.to_string())?;
-        let modified = meta.modified().map_err(|e| e.to_string())?;
-        let footer = ParquetMetaDataReader::new()
-            .parse_and_finish(&file)
-            .map_err(|e| format!("not a readable Parquet file ({e})"))?;
+        let modified = DateTime::<Utc>::from(meta.modified().map_err(|e| e.to_string())?);
+        let footer = match cached_footer(&path, meta.len(), modified, cache) {
+            Some((_, footer)) => footer,
+            None => {
+                let footer = ParquetMetaDataReader::new()
+                    .with_page_index_policy(PageIndexPolicy::Optional)
+                    .parse_and_finish(&file)
+                    .map_err(|e| format!("not a readable Parquet file ({e})"))?;
+                let footer = Arc::new(footer);
+                if let Some((cache, key)) = cache.zip(object_meta(&path, meta.len(), modified)) {
+                    let entry = CachedParquetMetaData::new(Arc::clone(&footer));
+                    cache.put(&key.location, CachedFileMetadataEntry::new(key.clone(), Arc::new(entry)));
+                }
+                footer
+            }
+        };
+        // Checked on every export, cached footer or not: the checks are cheap.
         check_types(&footer)?;
-        Ok((meta.len(), DateTime::<Utc>::from(modified), footer))
+        Ok((meta.len(), modified, footer))
     });
     match read {
         Err(reason) => FooterCheck::Unreadable(SkippedFile { path, reason }),
@@ -266,6 +313,29 @@ fn check_footer(path: PathBuf, column: &str, range: TimeRange) -> FooterCheck {
             }
         }
     }
+}
+
+/// The key DataFusion's scan looks a file up by: the same path, size and modification time
+/// as the scan's `PartitionedFile` (see `table.rs`).
+fn object_meta(path: &Path, size: u64, modified: DateTime<Utc>) -> Option<ObjectMeta> {
+    let location = ObjectPath::from_absolute_path(path).ok()?;
+    Some(ObjectMeta { location, last_modified: modified, size, e_tag: None, version: None })
+}
+
+/// The cached footer of `path`, if the cache holds one for this size and modification time.
+fn cached_footer(
+    path: &Path,
+    size: u64,
+    modified: DateTime<Utc>,
+    cache: Option<&FileMetadataCache>,
+) -> Option<(ObjectMeta, Arc<ParquetMetaData>)> {
+    let key = object_meta(path, size, modified)?;
+    let entry = cache?.get(&key.location)?;
+    if !entry.is_valid_for(&key) {
+        return None;
+    }
+    let footer = entry.file_metadata.as_any().downcast_ref::<CachedParquetMetaData>()?;
+    Some((key, Arc::clone(footer.parquet_metadata())))
 }
 
 /// Checks that every column of the dataset contract the file holds has a type the engine reads

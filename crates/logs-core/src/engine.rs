@@ -105,7 +105,6 @@ impl Engine {
         // Canonical: the scan names files by object-store paths, which may hold no `..`.
         let root = std::fs::canonicalize(root.as_ref())
             .map_err(|e| Error::Storage { path: Some(root.as_ref().to_owned()), message: e.to_string() })?;
-        let catalog = Catalog::open(root)?;
         let partitions = match config.target_partitions {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -117,6 +116,8 @@ impl Engine {
         parquet.reorder_filters = config.pushdown_filters;
         let parquet_options = TableParquetOptions { global: parquet.clone(), ..Default::default() };
         let runtime = RuntimeEnvBuilder::new().with_memory_limit(config.memory_limit, 1.0).build_arc()?;
+        let catalog =
+            Catalog::open(root)?.with_metadata_cache(runtime.cache_manager.get_file_metadata_cache());
         Ok(Engine {
             catalog,
             ctx: SessionContext::new_with_config_rt(session, runtime),
