@@ -285,7 +285,13 @@ fn check_footer(
                     .parse_and_finish(&file)
                     .map_err(|e| format!("not a readable Parquet file ({e})"))?;
                 let footer = Arc::new(footer);
-                if let Some((cache, key)) = cache.zip(object_meta(&path, meta.len(), modified)) {
+                // Only footers with a page index: for one without, the scan would try to load
+                // the missing index again on every use (measured: 73 -> 327 ms of metadata
+                // loading for 61 files written by pyarrow), so it reads those itself.
+                let has_page_index = footer.column_index().is_some() && footer.offset_index().is_some();
+                if let Some((cache, key)) =
+                    cache.filter(|_| has_page_index).zip(object_meta(&path, meta.len(), modified))
+                {
                     let entry = CachedParquetMetaData::new(Arc::clone(&footer));
                     cache.put(&key.location, CachedFileMetadataEntry::new(key.clone(), Arc::new(entry)));
                 }
