@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod engine;
 pub mod error;
+mod page_headers;
 pub mod part;
 pub mod plan;
 pub mod query;

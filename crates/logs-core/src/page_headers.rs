@@ -1,0 +1,393 @@
+//! An offset index for files written without one, rebuilt from their page headers.
+//!
+//! Without an offset index the Parquet reader cannot fetch single pages: once the filter
+//! columns have selected a few rows of a row group, it still reads every other projected
+//! column chunk whole (measured: 1.28 GB read for a 3 600-row export from 61 files written
+//! by pyarrow with its defaults). The page headers say where each page starts and how many
+//! rows it holds, so the catalog walks them once per file (a few bytes per page, no page is
+//! decompressed) and adds the index to the footer it caches; the reader then fetches only
+//! the pages that hold selected rows.
+//!
+//! Only flat columns qualify (a page's values are then its rows), and the result is used only
+//! if, for every column chunk, the pages end exactly where the chunk ends and their rows add
+//! up to the row group's. Anything else leaves the footer as it was.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
+use datafusion::parquet::file::page_index::column_index::ColumnIndexMetaData;
+use datafusion::parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+
+/// Bytes read at each page header first; a longer header (large statistics) is read again
+/// whole, up to [`MAX_HEADER`].
+const FIRST_READ: usize = 1024;
+const MAX_HEADER: usize = 1 << 20;
+
+/// `meta` with an offset index rebuilt from the page headers of `file`, and an empty column
+/// index (no page statistics), or `None` if the file already has an offset index, has nested
+/// columns, or its headers do not add up.
+pub(crate) fn with_rebuilt_offset_index(file: &File, meta: &ParquetMetaData) -> Option<ParquetMetaData> {
+    if meta.offset_index().is_some() {
+        return None;
+    }
+    let schema = meta.file_metadata().schema_descr();
+    if schema.columns().iter().any(|c| c.max_rep_level() != 0) {
+        return None;
+    }
+    let mut offsets = Vec::with_capacity(meta.num_row_groups());
+    for row_group in meta.row_groups() {
+        let mut columns = Vec::with_capacity(row_group.num_columns());
+        for column in row_group.columns() {
+            let (start, length) = column.byte_range();
+            columns.push(chunk_pages(file, start, length, row_group.num_rows())?);
+        }
+        offsets.push(columns);
+    }
+    let no_statistics =
+        meta.row_groups().iter().map(|rg| vec![ColumnIndexMetaData::NONE; rg.num_columns()]).collect();
+    let rebuilt = ParquetMetaDataBuilder::new_from_metadata(meta.clone())
+        .set_offset_index(Some(offsets))
+        .set_column_index(Some(no_statistics))
+        .build();
+    Some(rebuilt)
+}
+
+/// The data pages of one column chunk, `length` bytes from `start`, holding `rows` rows.
+fn chunk_pages(file: &File, start: u64, length: u64, rows: i64) -> Option<OffsetIndexMetaData> {
+    let end = start.checked_add(length)?;
+    let mut position = start;
+    let mut first_row = 0i64;
+    let mut pages = Vec::new();
+    let mut buffer = vec![0u8; FIRST_READ];
+    while position < end {
+        let header = read_header(file, position, end, &mut buffer)?;
+        let size = header.length.checked_add(header.compressed_size)?;
+        if let Some(page_rows) = header.data_page_rows {
+            pages.push(PageLocation {
+                offset: i64::try_from(position).ok()?,
+                compressed_page_size: i32::try_from(size).ok()?,
+                first_row_index: first_row,
+            });
+            first_row = first_row.checked_add(page_rows)?;
+        }
+        position = position.checked_add(size as u64)?;
+    }
+    (position == end && first_row == rows && !pages.is_empty())
+        .then_some(OffsetIndexMetaData { page_locations: pages, unencoded_byte_array_data_bytes: None })
+}
+
+/// Reads and parses the page header at `position`, growing `buffer` if the header is longer.
+fn read_header(file: &File, position: u64, end: u64, buffer: &mut Vec<u8>) -> Option<PageHeader> {
+    loop {
+        let available = usize::try_from(end - position).unwrap_or(usize::MAX).min(buffer.len());
+        let read = &mut buffer[..available];
+        file.read_exact_at(read, position).ok()?;
+        match parse_page_header(read) {
+            Ok(header) => return Some(header),
+            Err(Malformed::Truncated) if available == buffer.len() && buffer.len() < MAX_HEADER => {
+                buffer.resize(buffer.len() * 16, 0);
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// What the offset index needs from a page header.
+#[derive(Debug, PartialEq, Eq)]
+struct PageHeader {
+    /// Bytes of the header itself.
+    length: u64,
+    compressed_size: u64,
+    /// Rows of a data page (v1: its values, the column being flat; v2: `num_rows`); `None`
+    /// for dictionary and index pages.
+    data_page_rows: Option<i64>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Malformed {
+    /// The header runs past the bytes given.
+    Truncated,
+    Invalid,
+}
+
+/// Parses a Thrift compact-protocol `PageHeader` at the start of `bytes`.
+fn parse_page_header(bytes: &[u8]) -> Result<PageHeader, Malformed> {
+    let mut r = Compact { bytes, at: 0 };
+    let (mut page_type, mut compressed_size) = (None, None);
+    let (mut v1_values, mut v2_rows) = (None, None);
+    let mut last_id = 0i16;
+    loop {
+        let Some((id, kind)) = r.field_header(last_id)? else { break };
+        match (id, kind) {
+            (1, T_I32) => page_type = Some(r.zigzag()?),
+            (3, T_I32) => compressed_size = Some(r.zigzag()?),
+            // DataPageHeader: 1 = num_values.
+            (5, T_STRUCT) => v1_values = r.struct_i32_field(1)?,
+            // DataPageHeaderV2: 3 = num_rows.
+            (8, T_STRUCT) => v2_rows = r.struct_i32_field(3)?,
+            _ => r.skip(kind, 0)?,
+        }
+        last_id = id;
+    }
+    let compressed_size =
+        u64::try_from(compressed_size.ok_or(Malformed::Invalid)?).map_err(|_| Malformed::Invalid)?;
+    let data_page_rows = match page_type.ok_or(Malformed::Invalid)? {
+        0 => Some(v1_values.ok_or(Malformed::Invalid)?),
+        3 => Some(v2_rows.ok_or(Malformed::Invalid)?),
+        1 | 2 => None,
+        _ => return Err(Malformed::Invalid),
+    };
+    if data_page_rows.is_some_and(|rows| rows < 0) {
+        return Err(Malformed::Invalid);
+    }
+    Ok(PageHeader { length: r.at as u64, compressed_size, data_page_rows })
+}
+
+const T_BOOL_TRUE: u8 = 1;
+const T_BOOL_FALSE: u8 = 2;
+const T_BYTE: u8 = 3;
+const T_I16: u8 = 4;
+const T_I32: u8 = 5;
+const T_I64: u8 = 6;
+const T_DOUBLE: u8 = 7;
+const T_BINARY: u8 = 8;
+const T_LIST: u8 = 9;
+const T_SET: u8 = 10;
+const T_MAP: u8 = 11;
+const T_STRUCT: u8 = 12;
+
+/// Deepest nesting skipped; page headers nest two levels.
+const MAX_DEPTH: usize = 16;
+
+/// A reader of the Thrift compact protocol over a byte slice.
+struct Compact<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Compact<'_> {
+    fn byte(&mut self) -> Result<u8, Malformed> {
+        let b = *self.bytes.get(self.at).ok_or(Malformed::Truncated)?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: usize) -> Result<(), Malformed> {
+        let end = self.at.checked_add(n).ok_or(Malformed::Invalid)?;
+        if end > self.bytes.len() {
+            return Err(Malformed::Truncated);
+        }
+        self.at = end;
+        Ok(())
+    }
+
+    fn varint(&mut self) -> Result<u64, Malformed> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(Malformed::Invalid)
+    }
+
+    fn zigzag(&mut self) -> Result<i64, Malformed> {
+        let v = self.varint()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    /// The next field's id and type, or `None` at the end of the struct.
+    fn field_header(&mut self, last_id: i16) -> Result<Option<(i16, u8)>, Malformed> {
+        let b = self.byte()?;
+        let kind = b & 0x0f;
+        if kind == 0 {
+            return Ok(None);
+        }
+        let delta = (b >> 4) as i16;
+        let id = if delta == 0 {
+            i16::try_from(self.zigzag()?).map_err(|_| Malformed::Invalid)?
+        } else {
+            last_id.checked_add(delta).ok_or(Malformed::Invalid)?
+        };
+        Ok(Some((id, kind)))
+    }
+
+    /// Reads a struct, returning its i32 field `wanted` (and skipping every other field).
+    fn struct_i32_field(&mut self, wanted: i16) -> Result<Option<i64>, Malformed> {
+        let mut found = None;
+        let mut last_id = 0i16;
+        while let Some((id, kind)) = self.field_header(last_id)? {
+            if id == wanted && kind == T_I32 {
+                found = Some(self.zigzag()?);
+            } else {
+                self.skip(kind, 1)?;
+            }
+            last_id = id;
+        }
+        Ok(found)
+    }
+
+    fn skip(&mut self, kind: u8, depth: usize) -> Result<(), Malformed> {
+        if depth > MAX_DEPTH {
+            return Err(Malformed::Invalid);
+        }
+        match kind {
+            T_BOOL_TRUE | T_BOOL_FALSE => Ok(()),
+            T_BYTE => self.take(1),
+            T_I16 | T_I32 | T_I64 => self.varint().map(drop),
+            T_DOUBLE => self.take(8),
+            T_BINARY => {
+                let n = usize::try_from(self.varint()?).map_err(|_| Malformed::Invalid)?;
+                self.take(n)
+            }
+            T_LIST | T_SET => {
+                let header = self.byte()?;
+                let element = header & 0x0f;
+                let size = match header >> 4 {
+                    15 => self.varint()?,
+                    n => u64::from(n),
+                };
+                for _ in 0..size {
+                    // Booleans in a collection take a byte each.
+                    if element == T_BOOL_TRUE || element == T_BOOL_FALSE {
+                        self.take(1)?;
+                    } else {
+                        self.skip(element, depth + 1)?;
+                    }
+                }
+                Ok(())
+            }
+            T_MAP => {
+                let size = self.varint()?;
+                if size == 0 {
+                    return Ok(());
+                }
+                let types = self.byte()?;
+                for _ in 0..size {
+                    self.skip(types >> 4, depth + 1)?;
+                    self.skip(types & 0x0f, depth + 1)?;
+                }
+                Ok(())
+            }
+            T_STRUCT => {
+                let mut last_id = 0i16;
+                while let Some((id, kind)) = self.field_header(last_id)? {
+                    self.skip(kind, depth + 1)?;
+                    last_id = id;
+                }
+                Ok(())
+            }
+            _ => Err(Malformed::Invalid),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+    use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+
+    use super::*;
+
+    /// Writes a file with its offset index, then rebuilds the index from the page headers of
+    /// the same file read as if it had none: both must be the same, page for page.
+    fn rebuilt_matches_written(version: WriterVersion) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let rows = 20_000usize;
+        let text: StringArray =
+            (0..rows).map(|i| (i % 7 != 0).then(|| format!("line {i}\n{}", "x".repeat(i % 300)))).collect();
+        let low: StringArray = (0..rows).map(|i| Some(["android", "ios", ""][i % 3])).collect();
+        let number: Int64Array = (0..rows).map(|i| (i % 5 != 0).then_some(i as i64 * 7919)).collect();
+        let columns: Vec<(&str, ArrayRef)> =
+            vec![("text", Arc::new(text)), ("low", Arc::new(low)), ("number", Arc::new(number))];
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let properties = WriterProperties::builder()
+            .set_writer_version(version)
+            .set_max_row_group_row_count(Some(7_000))
+            .set_data_page_row_count_limit(500)
+            .set_data_page_size_limit(16 << 10)
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .build();
+        let mut writer =
+            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(properties)).unwrap();
+        for start in (0..rows).step_by(1_000) {
+            writer.write(&batch.slice(start, 1_000)).unwrap();
+        }
+        writer.close().unwrap();
+
+        let file = File::open(&path).unwrap();
+        let written = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Required)
+            .parse_and_finish(&file)
+            .unwrap();
+        let bare = ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
+        assert!(bare.offset_index().is_none());
+        let rebuilt = with_rebuilt_offset_index(&file, &bare).expect("an index is rebuilt");
+        let (expected, got) = (written.offset_index().unwrap(), rebuilt.offset_index().unwrap());
+        assert_eq!(got.len(), 3, "row groups");
+        let mut pages = 0;
+        for (expected, got) in expected.iter().zip(got) {
+            for (expected, got) in expected.iter().zip(got) {
+                assert_eq!(expected.page_locations(), got.page_locations());
+                pages += got.page_locations().len();
+            }
+        }
+        assert!(pages >= 60, "{pages} pages: the test needs several pages per chunk");
+        // A file that has an index keeps it.
+        assert!(with_rebuilt_offset_index(&file, &written).is_none());
+    }
+
+    #[test]
+    fn the_rebuilt_index_is_the_one_the_writer_wrote_v1_pages() {
+        rebuilt_matches_written(WriterVersion::PARQUET_1_0);
+    }
+
+    #[test]
+    fn the_rebuilt_index_is_the_one_the_writer_wrote_v2_pages() {
+        rebuilt_matches_written(WriterVersion::PARQUET_2_0);
+    }
+
+    #[test]
+    fn a_chunk_whose_pages_do_not_add_up_gets_no_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(0..5_000));
+        let batch = RecordBatch::try_from_iter([("n", values)]).unwrap();
+        let properties = WriterProperties::builder().set_data_page_row_count_limit(100).build();
+        let mut writer =
+            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let file = File::open(&path).unwrap();
+        let bare = ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
+        let column = bare.row_group(0).column(0);
+        let (start, length) = column.byte_range();
+        assert!(chunk_pages(&file, start, length, 5_000).is_some());
+        // Claimed rows, chunk end or start that do not match the pages: no index.
+        assert!(chunk_pages(&file, start, length, 4_999).is_none());
+        assert!(chunk_pages(&file, start, length - 1, 5_000).is_none());
+        assert!(chunk_pages(&file, start + 1, length - 1, 5_000).is_none());
+    }
+
+    #[test]
+    fn a_truncated_header_asks_for_more_and_garbage_is_refused() {
+        // type = DATA_PAGE (0), uncompressed 100, compressed 50, data_page_header { num_values 7 }.
+        let header = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x00, 0x00];
+        let parsed = parse_page_header(&header).unwrap();
+        assert_eq!(parsed, PageHeader { length: 12, compressed_size: 50, data_page_rows: Some(7) });
+        for cut in 0..header.len() {
+            assert_eq!(parse_page_header(&header[..cut]), Err(Malformed::Truncated), "cut at {cut}");
+        }
+        assert_eq!(parse_page_header(&[0x1f, 0x00]), Err(Malformed::Invalid));
+        // A page type the format does not have.
+        assert_eq!(parse_page_header(&[0x15, 0x0e, 0x25, 0x64, 0x00]), Err(Malformed::Invalid));
+    }
+}
