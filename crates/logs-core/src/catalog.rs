@@ -10,6 +10,7 @@
 //! Footers are read with their page index and kept in DataFusion's file-metadata cache (when
 //! the catalog has one), keyed by path and checked against size and modification time: the
 //! scan then reads no footer a second time, and later exports of the same files none at all.
+//! A file without an offset index gets one rebuilt from its page headers (`page_headers.rs`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -117,8 +117,7 @@ fn parse_page_header(bytes: &[u8]) -> Result<PageHeader, Malformed> {
     let (mut page_type, mut compressed_size) = (None, None);
     let (mut v1_values, mut v2_rows) = (None, None);
     let mut last_id = 0i16;
-    loop {
-        let Some((id, kind)) = r.field_header(last_id)? else { break };
+    while let Some((id, kind)) = r.field_header(last_id)? {
         match (id, kind) {
             (1, T_I32) => page_type = Some(r.zigzag()?),
             (3, T_I32) => compressed_size = Some(r.zigzag()?),
