@@ -84,6 +84,9 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
     let config = EngineConfig {
         max_limit: args.max_limit,
         target_partitions: args.target_partitions,
+        // One export per process: footers need not outlive it, and a large export's would
+        // otherwise fill DataFusion's default 50 MiB.
+        metadata_cache_limit: 8 << 20,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {

@@ -54,8 +54,14 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn main() -> ExitCode {
-    limit_malloc_arenas();
     let cli = Cli::parse();
+    // Before any other thread exists. One export (or generation) per process needs one arena;
+    // the service runs exports side by side, one arena per core.
+    let arenas = match cli.command {
+        Command::Serve(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Command::Export(_) | Command::Generate(_) => 1,
+    };
+    limit_malloc_arenas(arenas);
     let result = match cli.command {
         Command::Export(args) => export::run(*args),
         Command::Generate(args) => generate::run(args),
@@ -74,20 +80,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// Caps glibc's malloc at one arena per core (its default is eight per core), unless
+/// Caps glibc's malloc at `arenas` arenas (its default is eight per core), unless
 /// `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` says otherwise. With the default, the batches that
 /// DataFusion's threads allocate and the encoder frees spread over many arenas, and peak RSS
-/// grew with the export's size (measured: 167 MiB for the benchmark's wide export, 268 MiB for
-/// the same export ten times as long); with one arena per core both stay near 140 MiB, and
-/// the export is no slower. The library crates leave the host process's allocator alone.
+/// grew with the export's size (measured on the benchmark's wide export and the same export
+/// ten times as long: 167 and 268 MiB; with one arena 126 and 143–149 MiB, and no slower on
+/// 2 cores). The library crates leave the host process's allocator alone.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-fn limit_malloc_arenas() {
+fn limit_malloc_arenas(arenas: usize) {
     if std::env::var_os("MALLOC_ARENA_MAX").is_some() || std::env::var_os("GLIBC_TUNABLES").is_some() {
         return;
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
+    let arenas = libc::c_int::try_from(arenas.max(1)).unwrap_or(libc::c_int::MAX);
     // SAFETY: `mallopt` only sets a parameter of the allocator, and it is called before any
     // other thread exists. A refusal (return value 0) leaves glibc's default in place.
     unsafe {
@@ -96,4 +101,4 @@ fn limit_malloc_arenas() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {}
+fn limit_malloc_arenas(_arenas: usize) {}

@@ -43,6 +43,9 @@ pub struct EngineConfig {
     /// Evaluate filters while decoding Parquet (late materialisation): columns that are not
     /// filtered on are decoded only for matching rows.
     pub pushdown_filters: bool,
+    /// Bytes of Parquet footers (with their page indexes) kept between and during exports,
+    /// least recently used first out. Footers needed again are read again.
+    pub metadata_cache_limit: usize,
 }
 
 impl Default for EngineConfig {
@@ -53,6 +56,7 @@ impl Default for EngineConfig {
             memory_limit: 512 * 1024 * 1024,
             max_limit: None,
             pushdown_filters: true,
+            metadata_cache_limit: 50 * 1024 * 1024,
         }
     }
 }
@@ -115,7 +119,10 @@ impl Engine {
         parquet.pushdown_filters = config.pushdown_filters;
         parquet.reorder_filters = config.pushdown_filters;
         let parquet_options = TableParquetOptions { global: parquet.clone(), ..Default::default() };
-        let runtime = RuntimeEnvBuilder::new().with_memory_limit(config.memory_limit, 1.0).build_arc()?;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(config.memory_limit, 1.0)
+            .with_metadata_cache_limit(config.metadata_cache_limit)
+            .build_arc()?;
         let catalog =
             Catalog::open(root)?.with_metadata_cache(runtime.cache_manager.get_file_metadata_cache());
         Ok(Engine {
