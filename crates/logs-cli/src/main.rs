@@ -84,7 +84,7 @@ fn main() -> ExitCode {
 /// `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` says otherwise. With the default, the batches that
 /// DataFusion's threads allocate and the encoder frees spread over many arenas, and peak RSS
 /// grew with the export's size (measured on the benchmark's wide export and the same export
-/// ten times as long: 167 and 268 MiB; with one arena 126 and 143–149 MiB, and no slower on
+/// ten times as long: 167 and 268 MiB; with one arena 126 and 146–150 MiB, and no slower on
 /// 2 cores). The library crates leave the host process's allocator alone.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]

@@ -7,10 +7,11 @@
 //! selected file's footer is read here, so an unreadable file is found before any row is
 //! exported: it fails the export, or, with `skip_unavailable_shards`, is left out and counted.
 //!
-//! Footers are read with their page index and kept in DataFusion's file-metadata cache (when
-//! the catalog has one), keyed by path and checked against size and modification time: the
-//! scan then reads no footer a second time, and later exports of the same files none at all.
-//! A file without an offset index gets one rebuilt from its page headers (`page_headers.rs`).
+//! The footers of the files kept are completed with their page index and put in DataFusion's
+//! file-metadata cache (when the catalog has one), keyed by path and checked against size and
+//! modification time: the scan then reads no footer a second time, and later exports of the
+//! same files none at all. A file without an offset index gets one rebuilt from its page
+//! headers (`page_headers.rs`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -279,51 +280,59 @@ fn check_footer(
     let read = File::open(&path).map_err(|e| e.to_string()).and_then(|file| {
         let meta = file.metadata().map_err(|e| e.to_string())?;
         let modified = DateTime::<Utc>::from(meta.modified().map_err(|e| e.to_string())?);
-        let footer = match cached_footer(&path, meta.len(), modified, cache) {
-            Some((_, footer)) => footer,
-            None => {
-                let footer = ParquetMetaDataReader::new()
-                    .with_page_index_policy(PageIndexPolicy::Optional)
-                    .parse_and_finish(&file)
-                    .map_err(|e| format!("not a readable Parquet file ({e})"))?;
-                // Files written without an offset index get one rebuilt from their page
-                // headers, so that the scan fetches only the pages it needs.
-                let footer =
-                    Arc::new(page_headers::with_rebuilt_offset_index(&file, &footer).unwrap_or(footer));
-                // Only footers with a page index: for one without, the scan would try to load
-                // the missing index again on every use (measured: 73 -> 327 ms of metadata
-                // loading for 61 files written by pyarrow), so it reads those itself.
-                let has_page_index = footer.column_index().is_some() && footer.offset_index().is_some();
-                if let Some((cache, key)) =
-                    cache.filter(|_| has_page_index).zip(object_meta(&path, meta.len(), modified))
-                {
-                    let entry = CachedParquetMetaData::new(Arc::clone(&footer));
-                    cache.put(&key.location, CachedFileMetadataEntry::new(key.clone(), Arc::new(entry)));
-                }
-                footer
-            }
+        let key = object_meta(&path, meta.len(), modified);
+        let cached = cache.zip(key.as_ref()).and_then(|(cache, key)| cached_footer(cache, key));
+        let footer = match &cached {
+            Some(footer) => Arc::clone(footer),
+            None => Arc::new(ParquetMetaDataReader::new().parse_and_finish(&file).map_err(unreadable)?),
         };
         // Checked on every export, cached footer or not: the checks are cheap.
         check_types(&footer)?;
-        Ok((meta.len(), modified, footer))
+        let rows = footer.file_metadata().num_rows().max(0) as u64;
+        if rows == 0 || !may_hold_range(&footer, column, range) {
+            return Ok(None);
+        }
+        if cached.is_none()
+            && let Some((cache, key)) = cache.zip(key)
+        {
+            remember_footer(&file, &footer, cache, key)?;
+        }
+        let row_groups = footer.num_row_groups();
+        Ok(Some(SelectedFile { path: path.clone(), size: meta.len(), modified, rows, row_groups }))
     });
     match read {
         Err(reason) => FooterCheck::Unreadable(SkippedFile { path, reason }),
-        Ok((size, modified, meta)) => {
-            let rows = meta.file_metadata().num_rows().max(0) as u64;
-            if rows == 0 || !may_hold_range(&meta, column, range) {
-                FooterCheck::Pruned
-            } else {
-                FooterCheck::Keep(SelectedFile {
-                    path,
-                    size,
-                    modified,
-                    rows,
-                    row_groups: meta.num_row_groups(),
-                })
-            }
-        }
+        Ok(None) => FooterCheck::Pruned,
+        Ok(Some(file)) => FooterCheck::Keep(file),
     }
+}
+
+fn unreadable(e: impl std::fmt::Display) -> String {
+    format!("not a readable Parquet file ({e})")
+}
+
+/// Puts the footer of a file the export reads into the cache, with its page index (read now,
+/// only for the files kept), or with an offset index rebuilt from the page headers for a file
+/// written without one, so that the scan fetches only the pages it needs.
+fn remember_footer(
+    file: &File,
+    footer: &ParquetMetaData,
+    cache: &FileMetadataCache,
+    key: ObjectMeta,
+) -> Result<(), String> {
+    let mut reader = ParquetMetaDataReader::new_with_metadata(footer.clone())
+        .with_page_index_policy(PageIndexPolicy::Optional);
+    reader.read_page_indexes(file).map_err(unreadable)?;
+    let footer = reader.finish().map_err(unreadable)?;
+    let footer = page_headers::with_rebuilt_offset_index(file, &footer).unwrap_or(footer);
+    // Only footers with a page index: for one without, the scan would try to load the missing
+    // index again on every use (measured: 73 -> 327 ms of metadata loading for 61 files written
+    // by pyarrow), so it reads those itself.
+    if footer.column_index().is_some() && footer.offset_index().is_some() {
+        let entry = CachedParquetMetaData::new(Arc::new(footer));
+        cache.put(&key.location.clone(), CachedFileMetadataEntry::new(key, Arc::new(entry)));
+    }
+    Ok(())
 }
 
 /// The key DataFusion's scan looks a file up by: the same path, size and modification time
@@ -333,20 +342,14 @@ fn object_meta(path: &Path, size: u64, modified: DateTime<Utc>) -> Option<Object
     Some(ObjectMeta { location, last_modified: modified, size, e_tag: None, version: None })
 }
 
-/// The cached footer of `path`, if the cache holds one for this size and modification time.
-fn cached_footer(
-    path: &Path,
-    size: u64,
-    modified: DateTime<Utc>,
-    cache: Option<&FileMetadataCache>,
-) -> Option<(ObjectMeta, Arc<ParquetMetaData>)> {
-    let key = object_meta(path, size, modified)?;
-    let entry = cache?.get(&key.location)?;
-    if !entry.is_valid_for(&key) {
+/// The cached footer for `key`, if the cache holds one for its size and modification time.
+fn cached_footer(cache: &FileMetadataCache, key: &ObjectMeta) -> Option<Arc<ParquetMetaData>> {
+    let entry = cache.get(&key.location)?;
+    if !entry.is_valid_for(key) {
         return None;
     }
     let footer = entry.file_metadata.as_any().downcast_ref::<CachedParquetMetaData>()?;
-    Some((key, Arc::clone(footer.parquet_metadata())))
+    Some(Arc::clone(footer.parquet_metadata()))
 }
 
 /// Checks that every column of the dataset contract the file holds has a type the engine reads

@@ -307,6 +307,10 @@ async fn a_file_replaced_between_two_exports_of_one_engine_is_read_afresh() {
 
     assert!(run(&engine, &request, |_, _| {}).await.completed() == oracle());
     std::fs::write(&victim, &other_valid).unwrap();
+    // The catalog first, before any scan has looked at the new file: the new footer's
+    // statistics (another day) prune it; the cached old footer's would keep it.
+    let selection = engine.export(&request).await.unwrap().selection().clone();
+    assert!(!selection.files.iter().any(|f| f.path == victim), "selected by the old footer's statistics");
     assert!(run(&engine, &request, |_, _| {}).await.completed() == oracle(), "the new file, not the old");
     std::fs::write(&victim, b"PAR1 garbage now").unwrap();
     match run(&engine, &request, |_, _| {}).await {
