@@ -14,6 +14,7 @@
 //! headers (`page_headers.rs`).
 
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileM
 use datafusion::object_store::ObjectMeta;
 use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::basic::{ConvertedType, LogicalType};
 use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use datafusion::parquet::file::statistics::Statistics;
 use futures::{StreamExt, TryStreamExt};
@@ -59,8 +61,14 @@ pub struct SelectedFile {
     pub size: u64,
     /// The modification time seen when the footer was read: the scan checks it again.
     pub modified: DateTime<Utc>,
+    /// The file's inode number when the footer was read: the scan checks it again, so that a
+    /// file replaced (renamed over) within the same clock tick is still noticed.
+    pub inode: u64,
     pub rows: u64,
     pub row_groups: usize,
+    /// The footer's statistics prove that every row of the file is inside the export's time
+    /// range (no nulls, minimum and maximum inside it).
+    pub all_in_range: bool,
 }
 
 /// A file an export could not read and, as asked by `skip_unavailable_shards`, left out.
@@ -93,6 +101,12 @@ impl FileSelection {
 
     pub fn row_groups(&self) -> usize {
         self.files.iter().map(|f| f.row_groups).sum()
+    }
+
+    /// True when the footers prove every row of every selected file inside the time range, so
+    /// that the export need not test the range row by row.
+    pub fn all_in_range(&self) -> bool {
+        self.files.iter().all(|f| f.all_in_range)
     }
 }
 
@@ -289,7 +303,8 @@ fn check_footer(
         // Checked on every export, cached footer or not: the checks are cheap.
         check_types(&footer)?;
         let rows = footer.file_metadata().num_rows().max(0) as u64;
-        if rows == 0 || !may_hold_range(&footer, column, range) {
+        let overlap = range_overlap(&footer, column, range);
+        if rows == 0 || overlap == RangeOverlap::None {
             return Ok(None);
         }
         if cached.is_none()
@@ -298,7 +313,9 @@ fn check_footer(
             remember_footer(&file, &footer, cache, key)?;
         }
         let row_groups = footer.num_row_groups();
-        Ok(Some(SelectedFile { path: path.clone(), size: meta.len(), modified, rows, row_groups }))
+        let all_in_range = overlap == RangeOverlap::All;
+        let (size, inode) = (meta.len(), meta.ino());
+        Ok(Some(SelectedFile { path: path.clone(), size, modified, inode, rows, row_groups, all_in_range }))
     });
     match read {
         Err(reason) => FooterCheck::Unreadable(SkippedFile { path, reason }),
@@ -430,31 +447,57 @@ fn signed_column_is_non_negative(footer: &ParquetMetaData, column: &str) -> bool
     })
 }
 
-/// False only when the statistics of every row group prove that `column` has no value in
-/// `range`. Missing statistics or an unexpected type keep the file.
-fn may_hold_range(meta: &ParquetMetaData, column: &str, range: TimeRange) -> bool {
-    let Some(index) =
-        meta.file_metadata().schema_descr().columns().iter().position(|c| c.path().string() == column)
-    else {
+/// How the rows of a file lie relative to an export's time range, as far as its footer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeOverlap {
+    /// The statistics of every row group prove that no row is in the range.
+    None,
+    /// Some rows may be in the range, some may not.
+    Some,
+    /// The statistics of every row group prove that every row is in the range: no nulls, and
+    /// minimum and maximum inside it.
+    All,
+}
+
+/// Where the rows of the file with footer `meta` lie relative to `range` in `column`. Missing
+/// statistics, or a type whose statistics cannot be compared as signed integers, give `Some`.
+fn range_overlap(meta: &ParquetMetaData, column: &str, range: TimeRange) -> RangeOverlap {
+    let columns = meta.file_metadata().schema_descr().columns();
+    let Some(index) = columns.iter().position(|c| c.path().string() == column) else {
         // A file without the column holds nulls there, and nulls are never in a range.
-        return false;
+        return RangeOverlap::None;
     };
-    meta.row_groups().iter().any(|rg| {
-        let bounds = match rg.column(index).statistics() {
-            Some(Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
-            Some(Statistics::Int32(s)) => {
+    // Statistics of unsigned 32-bit columns are stored as i32 but ordered as unsigned.
+    let signed = !matches!(columns[index].logical_type_ref(), Some(LogicalType::Integer(int)) if !int.is_signed)
+        && !matches!(columns[index].converted_type(), ConvertedType::UINT_32 | ConvertedType::UINT_64);
+    let mut overlap = RangeOverlap::None;
+    let mut all_inside = true;
+    for rg in meta.row_groups() {
+        let statistics = rg.column(index).statistics();
+        let bounds = match statistics {
+            Some(Statistics::Int64(s)) if signed => s.min_opt().copied().zip(s.max_opt().copied()),
+            Some(Statistics::Int32(s)) if signed => {
                 s.min_opt().map(|&v| i64::from(v)).zip(s.max_opt().map(|&v| i64::from(v)))
             }
-            _ => return true,
+            _ => return RangeOverlap::Some,
         };
+        let nulls = statistics.and_then(|s| s.null_count_opt());
         match bounds {
-            Some((min, max)) => max >= range.since && min <= range.until,
-            // No min/max: either statistics were not written, or the column is all null.
-            None => {
-                rg.column(index).statistics().and_then(|s| s.null_count_opt()) != Some(rg.num_rows() as u64)
+            Some((min, max)) => {
+                if max >= range.since && min <= range.until {
+                    overlap = RangeOverlap::Some;
+                }
+                all_inside &= min >= range.since && max <= range.until && nulls == Some(0);
             }
+            // No min/max: either statistics were not written, or the column is all null.
+            None if nulls == Some(rg.num_rows() as u64) => all_inside &= rg.num_rows() == 0,
+            None => return RangeOverlap::Some,
         }
-    })
+    }
+    match overlap {
+        RangeOverlap::Some if all_inside => RangeOverlap::All,
+        overlap => overlap,
+    }
 }
 
 #[cfg(test)]

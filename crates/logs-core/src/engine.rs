@@ -10,7 +10,6 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::empty::EmptyTable;
-use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -23,7 +22,7 @@ use futures::Stream;
 
 use crate::catalog::{Catalog, FileSelection};
 use crate::error::{Error, RequestError, Result};
-use crate::plan::build_plan;
+use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::schema::file_schema;
 use crate::table::SelectedFiles;
@@ -156,7 +155,8 @@ impl Engine {
     pub async fn export(&self, request: &ExportRequest) -> Result<ExportStream> {
         let selection = self.catalog.select(request).await?;
         let table = self.table(&selection);
-        let logical = build_plan(request, provider_as_source(table))?;
+        let range = if selection.all_in_range() { RangeTest::ProvenByFooters } else { RangeTest::PerRow };
+        let logical = build_plan(request, provider_as_source(table), range)?;
         let state = self.ctx.state();
         let physical = state.create_physical_plan(&logical).await?;
         let inner = execute_stream(physical.clone(), self.ctx.task_ctx())?;
@@ -167,8 +167,7 @@ impl Engine {
         if selection.files.is_empty() {
             return Arc::new(EmptyTable::new(file_schema()));
         }
-        let format = ParquetFormat::default().with_options(self.parquet_options.clone());
-        Arc::new(SelectedFiles::new(file_schema(), selection.files.clone(), format))
+        Arc::new(SelectedFiles::new(file_schema(), selection.files.clone(), self.parquet_options.clone()))
     }
 }
 

@@ -13,6 +13,7 @@ mod page_headers;
 pub mod part;
 pub mod plan;
 pub mod query;
+mod reader;
 pub mod request;
 pub mod schema;
 pub mod table;

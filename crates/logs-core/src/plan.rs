@@ -17,11 +17,25 @@ use crate::schema::Field;
 /// The name of the scanned table in plans and their explanations.
 pub const TABLE_NAME: &str = "errors";
 
+/// Whether the plan tests each row against the request's time range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeTest {
+    /// Every row is tested.
+    PerRow,
+    /// None is: the footers of the files scanned prove every row inside the range (see
+    /// [`crate::FileSelection::all_in_range`]). Saves decoding the timestamp column.
+    ProvenByFooters,
+}
+
 /// The plan of `request` over `table`, whose schema is [`crate::schema::file_schema`] (the
 /// table holds one application's files, so `application_id` is a constant of the request).
-pub fn build_plan(request: &ExportRequest, table: Arc<dyn TableSource>) -> Result<LogicalPlan> {
+pub fn build_plan(
+    request: &ExportRequest,
+    table: Arc<dyn TableSource>,
+    range: RangeTest,
+) -> Result<LogicalPlan> {
     let mut builder = LogicalPlanBuilder::scan(TABLE_NAME, table, None)?;
-    if let Some(predicate) = build_predicate(request) {
+    if let Some(predicate) = build_predicate(request, range) {
         builder = builder.filter(predicate)?;
     }
     builder = builder.project(request.fields().iter().map(|&f| field_expr(request, f)))?;
@@ -33,11 +47,14 @@ pub fn build_plan(request: &ExportRequest, table: Arc<dyn TableSource>) -> Resul
     builder.build()
 }
 
-/// The conjunction of the date range, the equality filters and the part, if any.
-pub fn build_predicate(request: &ExportRequest) -> Option<Expr> {
-    let range = request.range();
-    let time = col(request.date_dimension().timestamp_field().name());
-    let mut predicates = vec![time.clone().gt_eq(lit(range.since)), time.lt_eq(lit(range.until))];
+/// The conjunction of the date range (unless proven), the equality filters and the part, if any.
+pub fn build_predicate(request: &ExportRequest, range_test: RangeTest) -> Option<Expr> {
+    let mut predicates = Vec::new();
+    if range_test == RangeTest::PerRow {
+        let range = request.range();
+        let time = col(request.date_dimension().timestamp_field().name());
+        predicates.extend([time.clone().gt_eq(lit(range.since)), time.lt_eq(lit(range.until))]);
+    }
     predicates.extend(request.filters().iter().map(|filter| {
         let value = match &filter.value {
             FilterValue::String(s) => lit(ScalarValue::Utf8View(Some(s.clone()))),
@@ -63,8 +80,12 @@ mod tests {
     use datafusion::datasource::provider_as_source;
 
     fn plan(query: &str) -> LogicalPlan {
+        plan_with(query, RangeTest::PerRow)
+    }
+
+    fn plan_with(query: &str, range: RangeTest) -> LogicalPlan {
         let request = ExportRequest::parse(query, &RequestPolicy::default()).unwrap();
-        build_plan(&request, provider_as_source(Arc::new(EmptyTable::new(file_schema())))).unwrap()
+        build_plan(&request, provider_as_source(Arc::new(EmptyTable::new(file_schema()))), range).unwrap()
     }
 
     #[test]
@@ -111,5 +132,22 @@ mod tests {
         );
         let text = plan.display_indent().to_string();
         assert!(text.contains("errors.city = Utf8View(\"x') OR 1=1 --\")"), "{text}");
+    }
+
+    #[test]
+    fn a_range_proven_by_the_footers_is_not_tested_per_row() {
+        let query = "application_id=7&date_since=2026-10-01&date_until=2026-10-01&fields=os_name&os_name=ios";
+        let text = plan_with(query, RangeTest::ProvenByFooters).display_indent().to_string();
+        let expected = "Projection: errors.os_name\
+            \n  Filter: errors.os_name = Utf8View(\"ios\")\
+            \n    TableScan: errors";
+        assert_eq!(text, expected);
+        let text = plan_with(
+            "application_id=7&date_since=2026-10-01&date_until=2026-10-01&fields=os_name",
+            RangeTest::ProvenByFooters,
+        )
+        .display_indent()
+        .to_string();
+        assert_eq!(text, "Projection: errors.os_name\n  TableScan: errors");
     }
 }

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::TableProvider;
-use datafusion::datasource::file_format::FileFormat;
-use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::source::ParquetSource;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -24,30 +25,33 @@ use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::catalog::SelectedFile;
+use crate::reader::{LocalFile, LocalReaderFactory};
 
 /// A Parquet scan over a fixed list of local files, with the schema of the dataset contract.
 #[derive(Debug)]
 pub struct SelectedFiles {
     schema: SchemaRef,
     files: Vec<SelectedFile>,
-    format: Arc<ParquetFormat>,
+    options: TableParquetOptions,
 }
 
 impl SelectedFiles {
-    pub fn new(schema: SchemaRef, files: Vec<SelectedFile>, format: ParquetFormat) -> SelectedFiles {
-        SelectedFiles { schema, files, format: Arc::new(format) }
+    pub fn new(schema: SchemaRef, files: Vec<SelectedFile>, options: TableParquetOptions) -> SelectedFiles {
+        SelectedFiles { schema, files, options }
     }
 
     fn partitioned_file(file: &SelectedFile) -> Result<PartitionedFile> {
         let location =
             ObjectPath::from_absolute_path(&file.path).map_err(|e| DataFusionError::External(e.into()))?;
-        Ok(PartitionedFile::new_from_meta(ObjectMeta {
+        let meta = ObjectMeta {
             location,
             last_modified: file.modified,
             size: file.size,
             e_tag: None,
             version: None,
-        }))
+        };
+        Ok(PartitionedFile::new_from_meta(meta)
+            .with_extension(LocalFile { path: file.path.clone(), inode: file.inode }))
     }
 }
 
@@ -76,12 +80,20 @@ impl TableProvider for SelectedFiles {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let files = self.files.iter().map(Self::partitioned_file).collect::<Result<Vec<_>>>()?;
         let groups = FileGroup::new(files).split_files(state.config().target_partitions().max(1));
-        let source = self.format.file_source(TableSchema::from(self.schema.clone()));
-        let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), source)
+        let url = ObjectStoreUrl::local_filesystem();
+        let runtime = state.runtime_env();
+        let factory = LocalReaderFactory::new(
+            runtime.object_store(&url)?,
+            runtime.cache_manager.get_file_metadata_cache(),
+        );
+        let source = ParquetSource::new(TableSchema::from(self.schema.clone()))
+            .with_table_parquet_options(self.options.clone())
+            .with_parquet_file_reader_factory(Arc::new(factory));
+        let config = FileScanConfigBuilder::new(url, Arc::new(source))
             .with_file_groups(groups)
             .with_projection_indices(projection.cloned())?
             .with_limit(limit)
             .build();
-        self.format.create_physical_plan(state, config).await
+        Ok(DataSourceExec::from_data_source(config))
     }
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, DictionaryArray, Int32Array, LargeStringArray, StringArray, UInt64Array,
+    ArrayRef, DictionaryArray, Int32Array, Int64Array, LargeStringArray, StringArray, UInt32Array,
+    UInt64Array,
 };
 use datafusion::arrow::datatypes::Int8Type;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -268,4 +269,99 @@ async fn the_largest_limits_export_every_row() {
         let rows = engine_rows(&engine, &request(&format!("{base}&limit={limit}"))).await;
         assert_eq!(rows.len(), all, "limit={limit}");
     }
+}
+
+async fn export_rows(
+    engine: &Engine,
+    request: &logs_core::ExportRequest,
+) -> (Vec<Row>, logs_core::ExportStream) {
+    let mut export = engine.export(request).await.unwrap();
+    let mut rows = Vec::new();
+    while let Some(batch) = export.next().await {
+        rows.extend(batch_rows(&batch.unwrap()));
+    }
+    (rows, export)
+}
+
+#[tokio::test]
+async fn a_range_the_footers_prove_is_not_tested_row_by_row_and_gives_the_same_rows() {
+    let dir = generate(3000, 5);
+    let root = data_root(&dir);
+    let engine = engine(&root);
+    let records = read_all(&root);
+    for (range, proven) in [
+        // Whole days: every file holds only rows of its day.
+        ("date_since=2026-10-02&date_until=2026-10-03", true),
+        // From noon: the first day's files are partly outside, so every row is tested.
+        ("date_since=2026-10-02+12:00:00&date_until=2026-10-03", false),
+        ("date_since=2026-10-02&date_until=2026-10-03&date_dimension=receive", false),
+    ] {
+        let query =
+            format!("application_id=1001&{range}&fields=error_id,error_timestamp,os_name&os_name=ios");
+        let request = request(&query);
+        let (rows, export) = export_rows(&engine, &request).await;
+        assert_eq!(export.selection().all_in_range(), proven, "{query}");
+        let plan = export.explain();
+        assert_eq!(
+            plan.contains("error_timestamp >= Int64"),
+            !proven && !range.contains("receive"),
+            "{query}\n{plan}"
+        );
+        assert!(!rows.is_empty(), "{query}");
+        assert_matches_oracle(&query, &request, rows, records.answer(&request));
+    }
+}
+
+/// One file in the folder of 2026-10-01 (or `date`) of application 5, with `error_timestamp`
+/// as given.
+fn write_timestamps(root: &Path, date: &str, timestamps: ArrayRef) {
+    let folder = root.join(format!("application_id=5/date={date}"));
+    std::fs::create_dir_all(&folder).unwrap();
+    let ids: Vec<String> = (0..timestamps.len()).map(|i| format!("id{i}")).collect();
+    let batch = RecordBatch::try_from_iter([
+        ("error_timestamp", timestamps),
+        ("error_id", Arc::new(StringArray::from(ids)) as ArrayRef),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(folder.join("other.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+#[tokio::test]
+async fn a_null_timestamp_keeps_the_range_test_and_is_never_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let ts = 1_790_812_800i64 + 3600;
+    write_timestamps(
+        dir.path(),
+        "2026-10-01",
+        Arc::new(Int64Array::from(vec![Some(ts), None, Some(ts + 1)])),
+    );
+    let engine = engine(dir.path());
+    let request = request("application_id=5&date_since=2026-10-01&date_until=2026-10-01&fields=error_id");
+    let (rows, export) = export_rows(&engine, &request).await;
+    assert!(!export.selection().all_in_range());
+    assert_eq!(sorted(rows), [vec![Some("id0".to_owned())], vec![Some("id2".to_owned())]]);
+}
+
+#[tokio::test]
+async fn unsigned_32_bit_timestamps_past_2038_are_selected_and_filtered_exactly() {
+    // Stored as INT32 with unsigned order: read as signed, their statistics would be negative
+    // and the file would be pruned from an export of its own day.
+    let dir = tempfile::tempdir().unwrap();
+    let day = 2_208_988_800u32; // 2040-01-01T00:00:00Z, above i32::MAX
+    write_timestamps(
+        dir.path(),
+        "2040-01-01",
+        Arc::new(UInt32Array::from(vec![day, day + 10, day + 86_400])),
+    );
+    let engine = engine(dir.path());
+    let request =
+        request("application_id=5&date_since=2040-01-01&date_until=2040-01-01&fields=error_timestamp");
+    let (rows, export) = export_rows(&engine, &request).await;
+    assert_eq!(export.selection().files.len(), 1, "{}", export.explain());
+    assert!(!export.selection().all_in_range(), "unsigned statistics prove nothing here");
+    let s = |v: u32| vec![Some(v.to_string())];
+    assert_eq!(sorted(rows), [s(day), s(day + 10)]);
 }
