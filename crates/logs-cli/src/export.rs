@@ -73,7 +73,10 @@ pub struct ExportArgs {
 
 pub fn run(args: ExportArgs) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(run_export(args))
+    let result = runtime.block_on(run_export(args));
+    // The process ends next: shutting the runtime down would only join idle threads.
+    std::mem::forget(runtime);
+    result
 }
 
 async fn run_export(args: ExportArgs) -> Result<(), Failure> {
@@ -126,6 +129,11 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
     if !export.selection().skipped.is_empty() {
         eprintln!("warning: the export left out {} unreadable files", export.selection().skipped.len());
     }
+    // The output is complete and flushed, and the process ends next: freeing the plan and the
+    // footers of every file read (page indexes included) would only cost time (about 10% of a
+    // point export's instructions, counted with callgrind).
+    std::mem::forget(export);
+    std::mem::forget(engine);
     Ok(())
 }
 

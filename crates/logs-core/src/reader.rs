@@ -1,18 +1,19 @@
-//! How the scan reads the bytes of a selected file: with positional reads on the calling thread.
+//! How the scan reads the bytes of a selected file: on the calling thread.
 //!
 //! DataFusion's default reader goes through `object_store`'s local file system, which opens the
 //! file again and hands every read to tokio's blocking pool. A point export reads about 30
 //! small page ranges in each of 60 files, so those thread hand-offs were a large part of its
 //! time. This reader opens each file once, checks that it is still the file the catalog
-//! selected (size and modification time), and reads page ranges with `pread` where the scan
-//! asks for them: the reads are short (pages of at most 128 KiB in files written by
+//! selected (size, modification time and inode), and reads page ranges where the scan asks
+//! for them: the reads are short (pages of at most 128 KiB in files written by
 //! `logs generate`), and the decoding that follows them runs on the same thread anyway.
 //!
 //! Footers still come from DataFusion's file-metadata cache, where the catalog put them.
 
 use std::fs::File;
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-/// Ranges closer than this are read with one `pread` and split afterwards.
+/// Ranges closer than this are read at once and split afterwards.
 const COALESCE_GAP: u64 = 16 * 1024;
 
 /// A file the scan reads, as the catalog selected it, attached to its `PartitionedFile` by
@@ -135,11 +136,24 @@ impl LocalFileReader {
                 format!("{}: range {range:?} is outside the file's {size} bytes", self.path.display()).into(),
             ));
         }
-        let mut buffer = vec![0; (range.end - range.start) as usize];
-        let file = self.open()?;
-        let read = file.read_exact_at(&mut buffer, range.start);
-        read.map_err(|e| self.io_error(e))?;
-        self.metrics.bytes_scanned.add(buffer.len());
+        let len = (range.end - range.start) as usize;
+        // Read into spare capacity: a zeroed buffer would cost a memset of every byte read.
+        let mut buffer = Vec::with_capacity(len);
+        let mut file = self.open()?;
+        let read = file
+            .seek(SeekFrom::Start(range.start))
+            .and_then(|_| file.take(len as u64).read_to_end(&mut buffer));
+        match read {
+            Ok(n) if n == len => {}
+            Ok(n) => {
+                return Err(self.io_error(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    format!("{n} of {len} bytes at {} read", range.start),
+                )));
+            }
+            Err(e) => return Err(self.io_error(e)),
+        }
+        self.metrics.bytes_scanned.add(len);
         Ok(Bytes::from(buffer))
     }
 
