@@ -224,13 +224,23 @@ fn parquet_metadata_has_indexes_and_bloom_filters() {
                 "dictionary on {name}"
             );
         }
-        // No page statistics (column index) for the long texts and the random-valued columns;
-        // the sort key, the time columns and the short texts have them.
+        // Page statistics (a column index) only for the time columns and the sort key (here
+        // `error_timestamp`); every other column has statistics per column chunk.
         let column_index = &metadata.column_index().unwrap()[i];
-        for name in ["error", "error_json", "service_device_id", "google_aid", "error_datetime"] {
+        for name in [
+            "error",
+            "error_json",
+            "service_device_id",
+            "google_aid",
+            "error_datetime",
+            "error_id",
+            "os_name",
+            "city",
+        ] {
             assert!(matches!(column_index[column(name)], ColumnIndexMetaData::NONE), "{name}");
+            assert!(row_group.column(column(name)).statistics().is_some(), "chunk statistics on {name}");
         }
-        for name in ["error_id", "os_name", "error_timestamp"] {
+        for name in ["error_timestamp", "error_receive_timestamp"] {
             assert!(!matches!(column_index[column(name)], ColumnIndexMetaData::NONE), "{name}");
         }
         let pages = &metadata.offset_index().unwrap()[i][column("error")].page_locations();
@@ -326,4 +336,26 @@ fn tiny_row_groups_are_written_without_deep_recursion() {
     o.threads = 1;
     let summary = generate(&o).unwrap();
     assert_eq!(summary.rows, 4_000);
+}
+
+#[test]
+fn the_sort_key_has_page_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data");
+    let mut o = options(&out);
+    o.apps = parse_apps("42").unwrap();
+    o.days = 1;
+    o.rows = 2_500;
+    o.late_fraction = 0.0;
+    o.sort_by = SortKey::ServiceDeviceId;
+    generate(&o).unwrap();
+    let path = out.join("application_id=42").join("date=2026-10-30").join("part-00000.parquet");
+    let options = ReadOptionsBuilder::new().with_page_index().build();
+    let reader = SerializedFileReader::new_with_options(File::open(&path).unwrap(), options).unwrap();
+    let column_index = &reader.metadata().column_index().unwrap()[0];
+    let schema = record_batch_schema();
+    for (name, indexed) in [("service_device_id", true), ("error_timestamp", true), ("error_id", false)] {
+        let has = !matches!(column_index[schema.index_of(name).unwrap()], ColumnIndexMetaData::NONE);
+        assert_eq!(has, indexed, "{name}");
+    }
 }
