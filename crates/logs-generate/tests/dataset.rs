@@ -34,6 +34,17 @@ fn options(out: &Path) -> GenerateOptions {
     options
 }
 
+/// One application, one day, 2 500 rows and no late rows: a single file,
+/// `application_id=42/date=2026-10-30/part-00000.parquet`.
+fn one_file_options(out: &Path) -> GenerateOptions {
+    let mut options = options(out);
+    options.apps = parse_apps("42").unwrap();
+    options.days = 1;
+    options.rows = 2_500;
+    options.late_fraction = 0.0;
+    options
+}
+
 /// Every file under `dir`, relative to it, sorted.
 fn files(dir: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) {
@@ -171,11 +182,7 @@ fn layout_counts_and_values() {
 fn parquet_metadata_has_indexes_and_bloom_filters() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("data");
-    let mut o = options(&out);
-    o.apps = parse_apps("42").unwrap();
-    o.days = 1;
-    o.rows = 2_500;
-    o.late_fraction = 0.0;
+    let mut o = one_file_options(&out);
     o.row_group_rows = 1_250;
     assert_eq!(generate(&o).unwrap().files, 1);
     let path = out.join("application_id=42").join("date=2026-10-30").join("part-00000.parquet");
@@ -346,11 +353,7 @@ fn tiny_row_groups_are_written_without_deep_recursion() {
 fn the_sort_key_has_page_statistics() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("data");
-    let mut o = options(&out);
-    o.apps = parse_apps("42").unwrap();
-    o.days = 1;
-    o.rows = 2_500;
-    o.late_fraction = 0.0;
+    let mut o = one_file_options(&out);
     o.sort_by = SortKey::ServiceDeviceId;
     generate(&o).unwrap();
     let path = out.join("application_id=42").join("date=2026-10-30").join("part-00000.parquet");
