@@ -24,7 +24,7 @@ use crate::catalog::{Catalog, FileSelection};
 use crate::error::{Error, RequestError, Result};
 use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
-use crate::schema::file_schema;
+use crate::schema::{file_schema, file_schema_copying_texts};
 use crate::table::SelectedFiles;
 
 /// Settings of an [`Engine`]. `Default` gives settings fit for a laptop and for a server.
@@ -154,7 +154,7 @@ impl Engine {
     /// returns, so an `Ok` means rows are on their way.
     pub async fn export(&self, request: &ExportRequest) -> Result<ExportStream> {
         let selection = self.catalog.select(request).await?;
-        let table = self.table(&selection);
+        let table = self.table(request, &selection);
         let range = if selection.all_in_range() { RangeTest::ProvenByFooters } else { RangeTest::PerRow };
         let logical = build_plan(request, provider_as_source(table), range)?;
         let state = self.ctx.state();
@@ -163,11 +163,18 @@ impl Engine {
         Ok(ExportStream { schema: inner.schema(), inner, logical, physical, selection })
     }
 
-    fn table(&self, selection: &FileSelection) -> Arc<dyn TableProvider> {
+    fn table(&self, request: &ExportRequest, selection: &FileSelection) -> Arc<dyn TableProvider> {
         if selection.files.is_empty() {
             return Arc::new(EmptyTable::new(file_schema()));
         }
-        Arc::new(SelectedFiles::new(file_schema(), selection.files.clone(), self.parquet_options.clone()))
+        // A filter or a part selects rows scattered over the pages: copy the long texts out
+        // of them (see `file_schema_copying_texts`). The plan casts them back to `Utf8View`.
+        let schema = if request.filters().is_empty() && request.parts().is_none() {
+            file_schema()
+        } else {
+            file_schema_copying_texts()
+        };
+        Arc::new(SelectedFiles::new(schema, selection.files.clone(), self.parquet_options.clone()))
     }
 }
 

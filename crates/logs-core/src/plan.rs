@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::ScalarValue;
 use datafusion::error::Result;
 use datafusion::logical_expr::utils::conjunction;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableSource, col, lit};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableSource, cast, col, lit};
 
 use crate::part::part_predicate;
 use crate::request::{ExportRequest, FilterValue};
@@ -27,18 +28,21 @@ pub enum RangeTest {
     ProvenByFooters,
 }
 
-/// The plan of `request` over `table`, whose schema is [`crate::schema::file_schema`] (the
-/// table holds one application's files, so `application_id` is a constant of the request).
+/// The plan of `request` over `table`, whose schema is [`crate::schema::file_schema`] or
+/// [`crate::schema::file_schema_copying_texts`] (the table holds one application's files, so
+/// `application_id` is a constant of the request). The output has the types of
+/// [`crate::schema::record_schema`] either way.
 pub fn build_plan(
     request: &ExportRequest,
     table: Arc<dyn TableSource>,
     range: RangeTest,
 ) -> Result<LogicalPlan> {
+    let scanned = table.schema();
     let mut builder = LogicalPlanBuilder::scan(TABLE_NAME, table, None)?;
     if let Some(predicate) = build_predicate(request, range) {
         builder = builder.filter(predicate)?;
     }
-    builder = builder.project(request.fields().iter().map(|&f| field_expr(request, f)))?;
+    builder = builder.project(request.fields().iter().map(|&f| field_expr(request, f, &scanned)))?;
     if let Some(limit) = request.limit() {
         // DataFusion keeps a fetch as an i64: any limit from 2^63 up means "all rows".
         let fetch = usize::try_from(limit.min(i64::MAX as u64)).unwrap_or(usize::MAX);
@@ -67,8 +71,15 @@ pub fn build_predicate(request: &ExportRequest, range_test: RangeTest) -> Option
     conjunction(predicates)
 }
 
-fn field_expr(request: &ExportRequest, field: Field) -> Expr {
-    if field.is_partition() { lit(request.application_id()).alias(field.name()) } else { col(field.name()) }
+fn field_expr(request: &ExportRequest, field: Field, scanned: &Schema) -> Expr {
+    if field.is_partition() {
+        return lit(request.application_id()).alias(field.name());
+    }
+    let output = field.field_type().arrow_type();
+    match scanned.field_with_name(field.name()) {
+        Ok(f) if *f.data_type() != output => cast(col(field.name()), output).alias(field.name()),
+        _ => col(field.name()),
+    }
 }
 
 #[cfg(test)]
@@ -76,6 +87,7 @@ mod tests {
     use super::*;
     use crate::request::RequestPolicy;
     use crate::schema::file_schema;
+    use datafusion::arrow::datatypes::DataType;
     use datafusion::datasource::empty::EmptyTable;
     use datafusion::datasource::provider_as_source;
 
@@ -149,5 +161,27 @@ mod tests {
         .display_indent()
         .to_string();
         assert_eq!(text, "Projection: errors.os_name\n  TableScan: errors");
+    }
+
+    #[test]
+    fn texts_scanned_as_utf8_are_cast_back_to_the_output_type() {
+        let request = ExportRequest::parse(
+            "application_id=7&date_since=2026-10-01&date_until=2026-10-01&fields=error,os_name,error_json&os_name=ios",
+            &RequestPolicy::default(),
+        )
+        .unwrap();
+        let table = provider_as_source(Arc::new(EmptyTable::new(crate::schema::file_schema_copying_texts())));
+        let plan = build_plan(&request, table, RangeTest::PerRow).unwrap();
+        let text = plan.display_indent().to_string();
+        assert!(text.contains("CAST(errors.error AS Utf8View) AS error, errors.os_name, CAST(errors.error_json AS Utf8View) AS error_json"), "{text}");
+        let types: Vec<_> = plan.schema().fields().iter().map(|f| f.data_type().clone()).collect();
+        assert_eq!(types, vec![DataType::Utf8View; 3]);
+        // Scanned as the output type: no cast.
+        assert!(
+            !super::tests::plan("application_id=7&date_since=2026-10-01&date_until=2026-10-01&fields=error")
+                .display_indent()
+                .to_string()
+                .contains("CAST")
+        );
     }
 }

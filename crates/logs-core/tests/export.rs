@@ -9,7 +9,7 @@ use datafusion::arrow::array::{
     ArrayRef, DictionaryArray, Int32Array, Int64Array, LargeStringArray, StringArray, UInt32Array,
     UInt64Array,
 };
-use datafusion::arrow::datatypes::Int8Type;
+use datafusion::arrow::datatypes::{DataType, Int8Type};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ArrowWriter;
 use futures::StreamExt;
@@ -364,4 +364,25 @@ async fn unsigned_32_bit_timestamps_past_2038_are_selected_and_filtered_exactly(
     assert!(!export.selection().all_in_range(), "unsigned statistics prove nothing here");
     let s = |v: u32| vec![Some(v.to_string())];
     assert_eq!(sorted(rows), [s(day), s(day + 10)]);
+}
+
+#[tokio::test]
+async fn a_filtered_export_copies_the_long_texts_and_keeps_the_output_types() {
+    let dir = generate(3000, 2);
+    let root = data_root(&dir);
+    let engine = engine(&root);
+    let records = read_all(&root);
+    for (filter, copied) in [("&os_name=ios", true), ("&parts_count=3&part_number=1", true), ("", false)] {
+        let query = format!(
+            "application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error,error_json,os_name{filter}"
+        );
+        let request = request(&query);
+        let (rows, export) = export_rows(&engine, &request).await;
+        let types: Vec<_> = export.schema().fields().iter().map(|f| f.data_type().clone()).collect();
+        assert_eq!(types, vec![DataType::Utf8View; 3], "{query}");
+        let plan = export.explain();
+        assert_eq!(plan.contains("CAST(errors.error AS Utf8View)"), copied, "{query}\n{plan}");
+        assert!(!rows.is_empty(), "{query}");
+        assert_matches_oracle(&query, &request, rows, records.answer(&request));
+    }
 }
