@@ -271,18 +271,6 @@ async fn the_largest_limits_export_every_row() {
     }
 }
 
-async fn export_rows(
-    engine: &Engine,
-    request: &logs_core::ExportRequest,
-) -> (Vec<Row>, logs_core::ExportStream) {
-    let mut export = engine.export(request).await.unwrap();
-    let mut rows = Vec::new();
-    while let Some(batch) = export.next().await {
-        rows.extend(batch_rows(&batch.unwrap()));
-    }
-    (rows, export)
-}
-
 #[tokio::test]
 async fn a_range_the_footers_prove_is_not_tested_row_by_row_and_gives_the_same_rows() {
     let dir = generate(3000, 5);

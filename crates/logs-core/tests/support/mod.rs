@@ -12,7 +12,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use futures::StreamExt;
 use logs_core::part::record_part;
-use logs_core::{Engine, EngineConfig, ExportRequest, Field, FilterValue};
+use logs_core::{Engine, EngineConfig, ExportRequest, ExportStream, Field, FilterValue};
 
 /// A row as text: `None` for null. Integers in decimal.
 pub type Row = Vec<Option<String>>;
@@ -52,6 +52,12 @@ pub fn request(query: &str) -> ExportRequest {
 
 /// Runs the export and returns its rows as text.
 pub async fn engine_rows(engine: &Engine, request: &ExportRequest) -> Vec<Row> {
+    export_rows(engine, request).await.0
+}
+
+/// Runs the export to its end and returns its rows as text, and the finished stream (for its
+/// selection, schema and plan).
+pub async fn export_rows(engine: &Engine, request: &ExportRequest) -> (Vec<Row>, ExportStream) {
     let mut export = engine.export(request).await.unwrap();
     let names: Vec<_> = export.schema().fields().iter().map(|f| f.name().clone()).collect();
     let expected: Vec<_> = request.fields().iter().map(|f| f.name().to_owned()).collect();
@@ -60,7 +66,7 @@ pub async fn engine_rows(engine: &Engine, request: &ExportRequest) -> Vec<Row> {
     while let Some(batch) = export.next().await {
         rows.extend(batch_rows(&batch.unwrap()));
     }
-    rows
+    (rows, export)
 }
 
 /// Every row of a batch as text.
