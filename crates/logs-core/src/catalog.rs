@@ -360,7 +360,7 @@ fn object_meta(path: &Path, size: u64, modified: DateTime<Utc>) -> Option<Object
 }
 
 /// The cached footer for `key`, if the cache holds one for its size and modification time.
-fn cached_footer(cache: &FileMetadataCache, key: &ObjectMeta) -> Option<Arc<ParquetMetaData>> {
+pub(crate) fn cached_footer(cache: &FileMetadataCache, key: &ObjectMeta) -> Option<Arc<ParquetMetaData>> {
     let entry = cache.get(&key.location)?;
     if !entry.is_valid_for(key) {
         return None;

@@ -77,6 +77,22 @@ fn chunk_pages(file: &File, start: u64, length: u64, rows: i64) -> Option<Offset
         .then_some(OffsetIndexMetaData { page_locations: pages, unencoded_byte_array_data_bytes: None })
 }
 
+/// Parquet's encodings of dictionary indices in a data page.
+const PLAIN_DICTIONARY: i64 = 2;
+const RLE_DICTIONARY: i64 = 8;
+
+/// Whether the data page whose header starts `bytes` holds dictionary indices, or `None` if
+/// `bytes` does not start with a readable data page header.
+pub(crate) fn dictionary_encoded(bytes: &[u8]) -> Option<bool> {
+    let encoding = parse_page_header(bytes).ok()?.data_page_encoding?;
+    Some(matches!(encoding, PLAIN_DICTIONARY | RLE_DICTIONARY))
+}
+
+/// The header of a dictionary page that holds no values: type DICTIONARY_PAGE (2), both sizes
+/// 0 (so no codec runs on it), `dictionary_page_header { num_values: 0, encoding: PLAIN }`.
+pub(crate) const EMPTY_DICTIONARY_PAGE_HEADER: [u8; 13] =
+    [0x15, 0x04, 0x15, 0x00, 0x15, 0x00, 0x4c, 0x15, 0x00, 0x15, 0x00, 0x00, 0x00];
+
 /// Reads and parses the page header at `position`, growing `buffer` if the header is longer.
 fn read_header(file: &File, position: u64, end: u64, buffer: &mut Vec<u8>) -> Option<PageHeader> {
     loop {
@@ -102,6 +118,8 @@ struct PageHeader {
     /// Rows of a data page (v1: its values, the column being flat; v2: `num_rows`); `None`
     /// for dictionary and index pages.
     data_page_rows: Option<i64>,
+    /// The encoding of a data page's values; `None` for dictionary and index pages.
+    data_page_encoding: Option<i64>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -115,32 +133,32 @@ enum Malformed {
 fn parse_page_header(bytes: &[u8]) -> Result<PageHeader, Malformed> {
     let mut r = Compact { bytes, at: 0 };
     let (mut page_type, mut compressed_size) = (None, None);
-    let (mut v1_values, mut v2_rows) = (None, None);
+    let (mut v1, mut v2) = ([None; 2], [None; 2]);
     let mut last_id = 0i16;
     while let Some((id, kind)) = r.field_header(last_id)? {
         match (id, kind) {
             (1, T_I32) => page_type = Some(r.zigzag()?),
             (3, T_I32) => compressed_size = Some(r.zigzag()?),
-            // DataPageHeader: 1 = num_values.
-            (5, T_STRUCT) => v1_values = r.struct_i32_field(1)?,
-            // DataPageHeaderV2: 3 = num_rows.
-            (8, T_STRUCT) => v2_rows = r.struct_i32_field(3)?,
+            // DataPageHeader: 1 = num_values, 2 = encoding.
+            (5, T_STRUCT) => v1 = r.struct_i32_fields([1, 2])?,
+            // DataPageHeaderV2: 3 = num_rows, 4 = encoding.
+            (8, T_STRUCT) => v2 = r.struct_i32_fields([3, 4])?,
             _ => r.skip(kind, 0)?,
         }
         last_id = id;
     }
     let compressed_size =
         u64::try_from(compressed_size.ok_or(Malformed::Invalid)?).map_err(|_| Malformed::Invalid)?;
-    let data_page_rows = match page_type.ok_or(Malformed::Invalid)? {
-        0 => Some(v1_values.ok_or(Malformed::Invalid)?),
-        3 => Some(v2_rows.ok_or(Malformed::Invalid)?),
-        1 | 2 => None,
+    let ([data_page_rows, data_page_encoding], data_page) = match page_type.ok_or(Malformed::Invalid)? {
+        0 => (v1, true),
+        3 => (v2, true),
+        1 | 2 => ([None; 2], false),
         _ => return Err(Malformed::Invalid),
     };
-    if data_page_rows.is_some_and(|rows| rows < 0) {
+    if data_page && (data_page_rows.is_none_or(|rows| rows < 0) || data_page_encoding.is_none()) {
         return Err(Malformed::Invalid);
     }
-    Ok(PageHeader { length: r.at as u64, compressed_size, data_page_rows })
+    Ok(PageHeader { length: r.at as u64, compressed_size, data_page_rows, data_page_encoding })
 }
 
 const T_BOOL_TRUE: u8 = 1;
@@ -214,15 +232,14 @@ impl Compact<'_> {
         Ok(Some((id, kind)))
     }
 
-    /// Reads a struct, returning its i32 field `wanted` (and skipping every other field).
-    fn struct_i32_field(&mut self, wanted: i16) -> Result<Option<i64>, Malformed> {
-        let mut found = None;
+    /// Reads a struct, returning its i32 fields `wanted` (and skipping every other field).
+    fn struct_i32_fields<const N: usize>(&mut self, wanted: [i16; N]) -> Result<[Option<i64>; N], Malformed> {
+        let mut found = [None; N];
         let mut last_id = 0i16;
         while let Some((id, kind)) = self.field_header(last_id)? {
-            if id == wanted && kind == T_I32 {
-                found = Some(self.zigzag()?);
-            } else {
-                self.skip(kind, 1)?;
+            match wanted.iter().position(|&w| w == id) {
+                Some(i) if kind == T_I32 => found[i] = Some(self.zigzag()?),
+                _ => self.skip(kind, 1)?,
             }
             last_id = id;
         }
@@ -378,10 +395,24 @@ mod tests {
 
     #[test]
     fn a_truncated_header_asks_for_more_and_garbage_is_refused() {
-        // type = DATA_PAGE (0), uncompressed 100, compressed 50, data_page_header { num_values 7 }.
-        let header = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x00, 0x00];
+        // type = DATA_PAGE (0), uncompressed 100, compressed 50,
+        // data_page_header { num_values 7, encoding RLE_DICTIONARY (8) }.
+        let header = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x15, 0x10, 0x00, 0x00];
         let parsed = parse_page_header(&header).unwrap();
-        assert_eq!(parsed, PageHeader { length: 12, compressed_size: 50, data_page_rows: Some(7) });
+        let expected = PageHeader {
+            length: 14,
+            compressed_size: 50,
+            data_page_rows: Some(7),
+            data_page_encoding: Some(8),
+        };
+        assert_eq!(parsed, expected);
+        assert_eq!(dictionary_encoded(&header), Some(true));
+        assert_eq!(dictionary_encoded(&EMPTY_DICTIONARY_PAGE_HEADER), None, "not a data page");
+        // Without its encoding, a data page header is refused.
+        assert_eq!(
+            parse_page_header(&[0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x00, 0x00]),
+            Err(Malformed::Invalid)
+        );
         for cut in 0..header.len() {
             assert_eq!(parse_page_header(&header[..cut]), Err(Malformed::Truncated), "cut at {cut}");
         }
