@@ -380,12 +380,6 @@ async fn a_filtered_export_copies_the_long_texts_and_keeps_the_output_types() {
 fn with_dictionary_fallback(path: &Path) {
     use datafusion::parquet::basic::Compression;
     use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
-    let file = std::fs::File::open(path).unwrap();
-    let reader = datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap();
-    let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
     let properties = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_statistics_enabled(EnabledStatistics::Chunk)
@@ -394,15 +388,7 @@ fn with_dictionary_fallback(path: &Path) {
         .set_write_batch_size(20)
         .set_data_page_row_count_limit(20)
         .build();
-    let staging = path.with_extension("tmp");
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(&staging).unwrap(), batches[0].schema(), Some(properties))
-            .unwrap();
-    for batch in &batches {
-        writer.write(batch).unwrap();
-    }
-    writer.close().unwrap();
-    std::fs::rename(&staging, path).unwrap();
+    rewrite(path, properties);
 }
 
 #[tokio::test]

@@ -106,26 +106,12 @@ async fn flipped_bytes_anywhere_in_a_file_never_panic_or_hang() {
 /// Rewrites `path` as other writers' files often are: no page index (the catalog then rebuilds
 /// the offset index from the page headers, whatever they hold).
 fn without_page_index(path: &Path) {
-    let file = std::fs::File::open(path).unwrap();
-    let reader = datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap();
-    let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
     let properties = WriterProperties::builder()
         .set_statistics_enabled(datafusion::parquet::file::properties::EnabledStatistics::Chunk)
         .set_offset_index_disabled(true)
         .set_data_page_row_count_limit(100)
         .build();
-    let staging = path.with_extension("tmp");
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(&staging).unwrap(), batches[0].schema(), Some(properties))
-            .unwrap();
-    for batch in &batches {
-        writer.write(batch).unwrap();
-    }
-    writer.close().unwrap();
-    std::fs::rename(&staging, path).unwrap();
+    rewrite(path, properties);
 }
 
 #[tokio::test]

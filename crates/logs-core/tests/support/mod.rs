@@ -109,6 +109,24 @@ pub fn read_all(root: &Path) -> Records {
     Records { rows }
 }
 
+/// Rewrites the Parquet file at `path` with the same rows, written with `properties` (as
+/// another tool, or other settings, would have written it), and renames it into place.
+pub fn rewrite(path: &Path, properties: datafusion::parquet::file::properties::WriterProperties) {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+    let staging = path.with_extension("tmp");
+    let file = std::fs::File::create(&staging).unwrap();
+    let mut writer =
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(properties))
+            .unwrap();
+    for batch in &batches {
+        writer.write(batch).unwrap();
+    }
+    writer.close().unwrap();
+    std::fs::rename(&staging, path).unwrap();
+}
+
 pub fn parquet_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_owned()];
