@@ -1,7 +1,9 @@
 //! Many clients dropping mid-export, round after round, leak nothing: afterwards no export is
 //! running (every one counted cancelled, none failed), the process has as many file handles as
-//! before (a small tolerance for the runtime), and its resident memory does not grow from
-//! round to round (after two warm-up rounds).
+//! before (a small tolerance for the runtime), and neither the bytes it holds allocated nor its
+//! resident memory grow from round to round (after two warm-up rounds). The server runs on
+//! jemalloc, as in `logs serve`, whose count of live bytes is exact where resident memory also
+//! holds what the allocator keeps for reuse.
 //!
 //! One test in this binary on purpose: file handles and resident memory are the process's, and
 //! another test running beside it would disturb them.
@@ -29,6 +31,9 @@ const FD_TOLERANCE: usize = 8;
 /// (a 512 KiB chunk + a 1024-row batch + a compressed column chunk) ≈ 150 MiB), so leaking
 /// even part of it every round would exceed it by round 5.
 const RSS_TOLERANCE: u64 = 96 << 20;
+/// Live bytes (allocated and not freed) may grow this much over the same rounds: they stay at
+/// 7–10 MiB after each round, ±2 MiB from round to round.
+const LIVE_TOLERANCE: u64 = 8 << 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_dropping_mid_export_leak_nothing() {
@@ -50,6 +55,7 @@ async fn clients_dropping_mid_export_leak_nothing() {
     eprintln!("before: {} file handles, VmRSS {} MiB", fd_count(), vm_rss() >> 20);
     // The warm-up rounds fill what is made once (the runtime's threads, the allocator's arenas).
     let mut fds = Vec::new();
+    let mut lives = Vec::new();
     let mut rss = Vec::new();
     let mut ok_total = 0;
     for round in 0..WARMUP_ROUNDS + ROUNDS {
@@ -80,14 +86,17 @@ async fn clients_dropping_mid_export_leak_nothing() {
         let baseline = fds.first().copied();
         let count = settle_fd_count(baseline).await;
         let resident = vm_rss();
+        let live = live_bytes();
         eprintln!(
-            "round {round}: {ok}/{CLIENTS} saw 200, {} cancelled in all; {count} file handles, VmRSS {} MiB",
+            "round {round}: {ok}/{CLIENTS} saw 200, {} cancelled in all; {count} file handles, VmRSS {} MiB, live {:.1} MiB",
             after.cancelled,
-            resident >> 20
+            resident >> 20,
+            live as f64 / (1u64 << 20) as f64
         );
         if round >= WARMUP_ROUNDS {
             fds.push(count);
             rss.push(resident);
+            lives.push(live);
         }
     }
     assert!(ok_total >= ROUNDS * CLIENTS / 2, "most clients got an export started: {ok_total}");
@@ -100,6 +109,13 @@ async fn clients_dropping_mid_export_leak_nothing() {
         "resident memory grew from {} MiB after measured round 1 to {} MiB after round {ROUNDS}",
         first >> 20,
         last >> 20
+    );
+    // Resident memory also holds what the allocator keeps for reuse; the live bytes are what
+    // the server still holds, so a leak shows there first, and exactly.
+    let (first, last) = (lives[0], *lives.last().unwrap());
+    assert!(
+        last <= first + LIVE_TOLERANCE,
+        "live bytes grew from {first} after measured round 1 to {last} after round {ROUNDS}"
     );
     server.stop().await;
 }
@@ -156,6 +172,16 @@ fn fd_count() -> usize {
 }
 
 /// The process's resident memory (VmRSS) in bytes.
+/// The server runs on the allocator `logs serve` uses.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Bytes the process has allocated and not freed (jemalloc's count, refreshed first).
+fn live_bytes() -> u64 {
+    tikv_jemalloc_ctl::epoch::advance().unwrap();
+    tikv_jemalloc_ctl::stats::allocated::read().unwrap() as u64
+}
+
 fn vm_rss() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
