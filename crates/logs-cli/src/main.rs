@@ -19,10 +19,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// so the scan's threads do not wait for each other, and batches freed by the encoder go
 /// back to the one arena they came from, so the peak does not grow with the export's length.
 /// Measured on the benchmark's exports, against glibc with one arena (its previous setting):
-/// the point export 75–82 → 57–58 ms, the wide export 133 → 137–139 MiB at the same speed
-/// and 151 → 160 MiB ten times as long. glibc with more arenas was as fast on the point
+/// the point export 72–85 → 54–64 ms, the wide export 133 → 137–139 MiB at the same speed
+/// and 151 → 157–160 MiB ten times as long. glibc with more arenas was as fast on the point
 /// export but peaked at 231–245 MiB on the long one; jemalloc's default (eight arenas per
-/// core) at 183 MiB on the wide export.
+/// core) at 183 MiB on the wide export (README, "Embedding the engine").
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals, unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]

@@ -403,15 +403,17 @@ async fn dictionary_pages_only_plain_pages_follow_are_not_read_and_the_rows_are_
     let all: Vec<&str> = logs_core::Field::all().map(|f| f.name()).collect();
     let all = all.join(",");
     let range = "application_id=1001&date_since=2026-10-01&date_until=2026-10-02";
-    // The last row of a file sits in a plain page of every column with many values; the first
-    // rows of a file in dictionary-encoded pages.
-    let last_id = |app: i64| {
-        let row = &records.rows.iter().rev().find(|(a, _)| *a == app).unwrap().1;
-        row.iter().find(|(name, _)| name == "error_id").unwrap().1.clone().unwrap()
-    };
-    let first_id = records.rows[0].1.iter().find(|(name, _)| name == "error_id").unwrap().1.clone().unwrap();
+    // Application 1001's first rows sit in dictionary-encoded pages of every column with many
+    // values, its last row in plain pages.
+    let ids: Vec<String> = records
+        .rows
+        .iter()
+        .filter(|(app, _)| *app == 1001)
+        .map(|(_, row)| row.iter().find(|(name, _)| name == "error_id").unwrap().1.clone().unwrap())
+        .collect();
+    let (first_id, last_id) = (ids.first().unwrap(), ids.last().unwrap());
     let mut skipped = 0;
-    for filter in [format!("&error_id={}", last_id(1001)), format!("&error_id={first_id}"), String::new()] {
+    for filter in [format!("&error_id={last_id}"), format!("&error_id={first_id}"), String::new()] {
         let query = format!("{range}&fields={all}{filter}");
         let request = request(&query);
         let (rows, export) = export_rows(&engine, &request).await;
