@@ -69,6 +69,10 @@ pub struct ExportArgs {
     /// Parallel streams per query (0: one per core).
     #[arg(long, env = "LOGS_TARGET_PARTITIONS", default_value_t = 0)]
     target_partitions: usize,
+    /// Rows per Arrow batch: fewer hold less memory (`logs serve` uses 2048).
+    #[arg(long, env = "LOGS_BATCH_SIZE", default_value_t = EngineConfig::default().batch_size,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576))]
+    batch_size: usize,
 }
 
 pub fn run(args: ExportArgs) -> Result<(), Failure> {
@@ -90,6 +94,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         // One export per process: footers need not outlive it, and a large export's would
         // otherwise fill DataFusion's default 50 MiB.
         metadata_cache_limit: 8 << 20,
+        batch_size: args.batch_size,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {

@@ -84,6 +84,10 @@ pub struct ServeArgs {
     /// Parallel streams per query (0: one per core).
     #[arg(long, env = "LOGS_TARGET_PARTITIONS", default_value_t = 0)]
     target_partitions: usize,
+    /// Rows per Arrow batch; each running export holds a few batches in memory.
+    #[arg(long, env = "LOGS_BATCH_SIZE", default_value_t = logs_server::SERVICE_BATCH_SIZE,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576))]
+    batch_size: usize,
     /// The longest request target, path and query (longer: 414).
     #[arg(long, env = "LOGS_MAX_URL_BYTES", default_value = "8KiB", value_parser = parse_size)]
     max_url_bytes: usize,
@@ -160,6 +164,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_limit: args.max_limit,
         target_partitions: args.target_partitions,
         memory_limit: args.memory_limit,
+        batch_size: args.batch_size,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {

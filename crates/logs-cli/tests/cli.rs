@@ -7,7 +7,9 @@ use std::process::{Command, Output, Stdio};
 
 fn logs() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_logs"));
-    command.env_remove("LOGS_DATA").env_remove("LOGS_MAX_LIMIT").env_remove("LOGS_TARGET_PARTITIONS");
+    for name in ["LOGS_DATA", "LOGS_MAX_LIMIT", "LOGS_TARGET_PARTITIONS", "LOGS_BATCH_SIZE"] {
+        command.env_remove(name);
+    }
     command
 }
 
@@ -127,6 +129,48 @@ fn flags_build_the_same_request_as_the_target() {
         "json",
     ]));
     assert_eq!(from_flags, ok(export(&[&format!("errors.json?{IOS_DAY}")])));
+}
+
+/// `--batch-size` trades memory for per-batch work; where the batches end changes no byte.
+#[test]
+fn the_batch_size_changes_no_byte_of_the_output() {
+    let wide = "application_id=1001&date_since=2026-10-01&date_until=2026-10-03&fields=error_datetime,error_id,\
+        error_name,error,error_json,os_name,service_device_id,mcc,city,device_ipv6";
+    for target in [format!("errors.csv?{wide}"), format!("errors.json?{wide}"), format!("errors.json?{EDGE}")]
+    {
+        let default = ok(export(&[&target]));
+        assert!(default.len() > 1000 || target.contains("9001"), "{target}: {} bytes", default.len());
+        for size in ["1", "7", "2048"] {
+            assert!(
+                ok(export(&["--batch-size", size, &target])) == default,
+                "{target} with --batch-size {size}"
+            );
+        }
+    }
+    // The flag reaches the scan: 4 389 rows in batches of at most 7 rows.
+    let batches = |size: &str| {
+        let explain = String::from_utf8(ok(export(&[
+            "--explain",
+            "--batch-size",
+            size,
+            &format!("errors.csv?{wide}"),
+        ])))
+        .unwrap();
+        assert!(explain.contains("Rows exported: 4389"), "{explain}");
+        let value = explain.split("output_batches=").nth(1).expect("output_batches in the explain output");
+        value.split([',', ']']).next().unwrap().to_owned()
+    };
+    assert_eq!(batches("7"), "629");
+    assert_ne!(batches("8192"), "629");
+    for command in ["export", "serve"] {
+        let output = logs().args([command, "--batch-size", "0"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("'--batch-size <BATCH_SIZE>': 0 is not in 1..=1048576"),
+            "{command}: {stderr}"
+        );
+    }
 }
 
 #[test]

@@ -216,3 +216,35 @@ async fn debug_logging_cannot_be_used_to_forge_log_lines() {
         assert_eq!(forged_lines > 0, forgeable, "--log {log}: {forged_lines} forged lines");
     }
 }
+
+/// `--batch-size 7` (`logs serve` defaults to 2048, `logs export` to 8192): the body over HTTP
+/// is still byte for byte what `logs export` writes, in CSV and JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_batches_change_no_byte_of_the_body() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let served = serve_with(&data, &["--batch-size", "7"], Stdio::null());
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::new();
+    let query = "application_id=1001&date_since=2026-10-01&date_until=2026-10-03&fields=error_datetime,error_id,\
+        error_name,error,error_json,os_name,service_device_id,mcc,city,device_ipv6";
+    for format in ["csv", "json"] {
+        let target = format!("errors.{format}?{query}");
+        let expected = export(&data, &target);
+        let response = client
+            .get(format!("{}/logs/v1/export/{target}", served.base))
+            .header("Authorization", format!("OAuth {}", served.token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{target}");
+        let body = response.bytes().await.unwrap();
+        assert!(expected.len() > 100_000, "{target}: {} bytes", expected.len());
+        assert!(
+            body == expected,
+            "{target}: {} bytes over HTTP, {} from logs export",
+            body.len(),
+            expected.len()
+        );
+    }
+    stop(served);
+}

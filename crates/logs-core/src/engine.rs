@@ -32,7 +32,9 @@ use crate::table::SelectedFiles;
 pub struct EngineConfig {
     /// Parallel streams a query may use; 0 means one per CPU core.
     pub target_partitions: usize,
-    /// Rows per Arrow batch.
+    /// Rows per Arrow batch. Each running export holds a few batches: a service running
+    /// several exports at once does better with fewer rows (`logs_server::SERVICE_BATCH_SIZE`,
+    /// 2 048, halved `logs serve`'s peak with 8 wide exports at once).
     pub batch_size: usize,
     /// Bytes the query engine's memory pool may hand out across all running exports.
     pub memory_limit: usize,

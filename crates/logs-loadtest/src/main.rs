@@ -159,6 +159,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let config = EngineConfig {
         target_partitions: args.target_partitions,
         memory_limit: memory_limit as usize,
+        batch_size: logs_server::SERVICE_BATCH_SIZE,
         ..EngineConfig::default()
     };
     let (target, tokens) = match &args.url {

@@ -20,10 +20,12 @@
 //! use std::sync::Arc;
 //! use logs_core::{Engine, EngineConfig};
 //! use logs_server::auth::{Applications, Authenticator, Principal, TokenSet, TokenStore};
-//! use logs_server::{AppState, ServeOptions, Settings};
+//! use logs_server::{AppState, SERVICE_BATCH_SIZE, ServeOptions, Settings};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! let engine = Arc::new(Engine::open("testdata/dataset", EngineConfig::default())?);
+//! // Smaller batches than the engine's default: several exports run at once.
+//! let config = EngineConfig { batch_size: SERVICE_BATCH_SIZE, ..EngineConfig::default() };
+//! let engine = Arc::new(Engine::open("testdata/dataset", config)?);
 //! let principal = Principal {
 //!     name: "me".into(),
 //!     scopes: ["service:read".to_owned()].into(),
@@ -61,7 +63,7 @@ use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 pub use error::ApiError;
 pub use server::{ServeOptions, serve};
-pub use state::{AppState, Settings};
+pub use state::{AppState, SERVICE_BATCH_SIZE, Settings};
 
 /// The public API (see the crate documentation). Every route, the fallback included, is
 /// behind the authorization layer; only the routes in [`auth::PUBLIC_ROUTES`] opt out.
