@@ -71,8 +71,14 @@ pub struct ExportArgs {
     target_partitions: usize,
     /// Rows per Arrow batch: fewer hold less memory (`logs serve` uses 2048).
     #[arg(long, env = "LOGS_BATCH_SIZE", default_value_t = EngineConfig::default().batch_size,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576))]
+          value_parser = batch_size_parser())]
     batch_size: usize,
+}
+
+/// `--batch-size` of `export` and `serve`: 1 to 1 Mi rows, so that a typo cannot ask the
+/// engine for huge buffers.
+pub(crate) fn batch_size_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=1 << 20)
 }
 
 pub fn run(args: ExportArgs) -> Result<(), Failure> {

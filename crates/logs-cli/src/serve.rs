@@ -86,7 +86,7 @@ pub struct ServeArgs {
     target_partitions: usize,
     /// Rows per Arrow batch; each running export holds a few batches in memory.
     #[arg(long, env = "LOGS_BATCH_SIZE", default_value_t = logs_server::SERVICE_BATCH_SIZE,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576))]
+          value_parser = crate::export::batch_size_parser())]
     batch_size: usize,
     /// The longest request target, path and query (longer: 414).
     #[arg(long, env = "LOGS_MAX_URL_BYTES", default_value = "8KiB", value_parser = parse_size)]

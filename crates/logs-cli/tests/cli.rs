@@ -139,7 +139,7 @@ fn the_batch_size_changes_no_byte_of_the_output() {
     for target in [format!("errors.csv?{wide}"), format!("errors.json?{wide}"), format!("errors.json?{EDGE}")]
     {
         let default = ok(export(&[&target]));
-        assert!(default.len() > 1000 || target.contains("9001"), "{target}: {} bytes", default.len());
+        assert!(default.len() > 1000, "{target}: {} bytes", default.len());
         for size in ["1", "7", "2048"] {
             assert!(
                 ok(export(&["--batch-size", size, &target])) == default,
