@@ -1,4 +1,5 @@
-//! CSV output (RFC 4180 quoting, LF line endings, null as an empty cell, `""` for empty text).
+//! CSV output (RFC 4180 quoting, extended to every Unicode line break; LF line endings; null as
+//! an empty cell, `""` for empty text; no record as an empty line).
 
 use std::io::Write;
 
@@ -7,7 +8,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::column::{Cell, Columns};
 use crate::output::Output;
-use crate::scan::{csv_quote, csv_special, find_special, write_i64, write_u64};
+use crate::scan::{csv_quote, find_csv_special, find_special, write_i64, write_u64};
 use crate::{BOM, EncoderOptions, FormatError};
 
 /// Streams record batches as CSV: a header row of the column names, then one line per row.
@@ -43,12 +44,18 @@ impl<W: Write> CsvEncoder<W> {
         let output = &mut self.output;
         output.start();
         for row in 0..batch.num_rows() {
+            let line_start = output.buf.len();
             if let Some((first, rest)) = columns.split_first() {
                 write_cell(&mut output.buf, first.cell(row));
                 for column in rest {
                     output.buf.push(b',');
                     write_cell(&mut output.buf, column.cell(row));
                 }
+            }
+            if output.buf.len() == line_start {
+                // A one-column record whose value is null: an empty line would be skipped
+                // by most readers, so the record is written as an empty string (`""`).
+                output.buf.extend_from_slice(b"\"\"");
             }
             output.buf.push(b'\n');
             output.flush_if_full()?;
@@ -104,13 +111,14 @@ pub(crate) fn write_cell(out: &mut Vec<u8>, cell: Cell<'_>) {
 }
 
 /// Appends `text` as a CSV field: quoted (with inner quotes doubled) only if it contains a
-/// comma, a quote, CR or LF, and written as `""` if it is empty.
+/// comma, a quote or a line break (CR, LF, VT, FF, U+001C..U+001E, NEL, U+2028, U+2029), and
+/// written as `""` if it is empty.
 fn write_text(out: &mut Vec<u8>, text: &[u8]) {
     if text.is_empty() {
         out.extend_from_slice(b"\"\"");
         return;
     }
-    let Some(first_special) = find_special(text, 0, csv_special) else {
+    let Some(first_special) = find_csv_special(text, 0) else {
         out.extend_from_slice(text);
         return;
     };
@@ -149,7 +157,11 @@ mod tests {
         assert_eq!(text("a\r\nb"), "\"a\r\nb\"");
         assert_eq!(text("\""), r#""""""#);
         assert_eq!(text(r#"say "hi", then "bye""#), r#""say ""hi"", then ""bye""""#);
-        assert_eq!(text("Ünïcödé ✓"), "Ünïcödé ✓");
+        assert_eq!(text("Ünïcödé ✓ £ — …"), "Ünïcödé ✓ £ — …");
+        for line_break in ["\u{b}", "\u{c}", "\u{1c}", "\u{1d}", "\u{1e}", "\u{85}", "\u{2028}", "\u{2029}"] {
+            assert_eq!(text(&format!("a{line_break}b")), format!("\"a{line_break}b\""));
+        }
+        assert_eq!(text("tab\tand\u{1f}unit"), "tab\tand\u{1f}unit");
         let long = format!("{}\"{}", "x".repeat(37), "y".repeat(20));
         assert_eq!(text(&long), format!("\"{}\"\"{}\"", "x".repeat(37), "y".repeat(20)));
     }

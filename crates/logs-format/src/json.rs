@@ -1,4 +1,5 @@
-//! JSON output: `{"data":[` records, one per line, `]}` (RFC 8259 string escaping).
+//! JSON output: `{"data":[` records, one per line, `]}` (RFC 8259 string escaping; NEL, U+2028
+//! and U+2029 escaped too, so that no line break but the separators' splits a record).
 
 use std::io::Write;
 use std::ops::Range;
@@ -8,8 +9,8 @@ use arrow::record_batch::RecordBatch;
 
 use crate::column::{Cell, Columns};
 use crate::output::Output;
-use crate::scan::{find_special, json_special, write_i64, write_u64};
-use crate::{BOM, EncoderOptions, FormatError};
+use crate::scan::{find_json_special, line_break_at, write_i64, write_u64};
+use crate::{EncoderOptions, FormatError, JsonIntegers};
 
 /// Streams record batches as one JSON object `{"data":[…]}` with one record object per line.
 /// See the [crate documentation](crate) for the exact rules.
@@ -19,6 +20,8 @@ pub struct JsonEncoder<W: Write> {
     /// `"name":` for the first column and `,"name":` for the others, escaped once.
     key_bytes: Vec<u8>,
     keys: Vec<Range<usize>>,
+    /// Integers as quoted strings ([`JsonIntegers::Strings`]).
+    quote_integers: bool,
     rows: u64,
 }
 
@@ -37,18 +40,28 @@ impl<W: Write> JsonEncoder<W> {
             key_bytes.push(b':');
             keys.push(start..key_bytes.len());
         }
-        let mut opening = Vec::new();
-        if options.bom {
-            opening.extend_from_slice(BOM);
-        }
-        opening.extend_from_slice(br#"{"data":["#);
-        Ok(JsonEncoder { output: Output::new(writer, opening), columns, key_bytes, keys, rows: 0 })
+        // No byte order mark, whatever `options.bom` says: a JSON text must not begin with one
+        // (RFC 8259 §8.1), and standard parsers refuse it.
+        let opening = br#"{"data":["#.to_vec();
+        let quote_integers = options.json_integers == JsonIntegers::Strings;
+        Ok(JsonEncoder {
+            output: Output::new(writer, opening),
+            columns,
+            key_bytes,
+            keys,
+            quote_integers,
+            rows: 0,
+        })
     }
 
     /// Encodes the rows of `batch`, writing the opening `{"data":[` first if this is the first
     /// batch. If the batch does not fit the schema, an error is returned and nothing is encoded.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
-        let columns = self.columns.prepare(batch, write_value)?;
+        if self.quote_integers { self.write_rows::<true>(batch) } else { self.write_rows::<false>(batch) }
+    }
+
+    fn write_rows<const QUOTE_INTEGERS: bool>(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
+        let columns = self.columns.prepare(batch, write_value::<QUOTE_INTEGERS>)?;
         let output = &mut self.output;
         output.start();
         let mut separator: &[u8] = if self.rows == 0 { b"\n{" } else { b",\n{" };
@@ -57,7 +70,7 @@ impl<W: Write> JsonEncoder<W> {
             separator = b",\n{";
             for (column, key) in columns.iter().zip(&self.keys) {
                 output.buf.extend_from_slice(&self.key_bytes[key.clone()]);
-                write_value(&mut output.buf, column.cell(row));
+                write_value::<QUOTE_INTEGERS>(&mut output.buf, column.cell(row));
             }
             output.buf.push(b'}');
             output.flush_if_full()?;
@@ -99,11 +112,21 @@ impl<W: Write> std::fmt::Debug for JsonEncoder<W> {
     }
 }
 
-/// Appends one JSON value.
-pub(crate) fn write_value(out: &mut Vec<u8>, cell: Cell<'_>) {
+/// Appends one JSON value; integers as quoted strings when `QUOTE_INTEGERS`.
+pub(crate) fn write_value<const QUOTE_INTEGERS: bool>(out: &mut Vec<u8>, cell: Cell<'_>) {
     match cell {
         Cell::Null => out.extend_from_slice(b"null"),
         Cell::Text(text) => write_string(out, text),
+        Cell::Signed(value) if QUOTE_INTEGERS => {
+            out.push(b'"');
+            write_i64(out, value);
+            out.push(b'"');
+        }
+        Cell::Unsigned(value) if QUOTE_INTEGERS => {
+            out.push(b'"');
+            write_u64(out, value);
+            out.push(b'"');
+        }
         Cell::Signed(value) => write_i64(out, value),
         Cell::Unsigned(value) => write_u64(out, value),
         Cell::Boolean(value) => out.extend_from_slice(if value { b"true" } else { b"false" }),
@@ -114,16 +137,26 @@ pub(crate) fn write_value(out: &mut Vec<u8>, cell: Cell<'_>) {
     }
 }
 
-/// Appends `text` (valid UTF-8) as a JSON string. Only `"`, `\` and U+0000..U+001F are
-/// escaped; every other character is copied as is.
+/// Appends `text` (valid UTF-8) as a JSON string. `"`, `\`, U+0000..U+001F and the line
+/// breaks NEL, U+2028 and U+2029 are escaped; every other character is copied as is.
 fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
     let mut copied = 0;
-    while let Some(special) = find_special(text, copied, json_special) {
+    while let Some(special) = find_json_special(text, copied) {
         out.extend_from_slice(&text[copied..special]);
-        write_escape(out, text[special]);
-        copied = special + 1;
+        let (escaped, length): (&[u8], usize) = match line_break_at(text, special) {
+            2 => (br"\u0085", 2),
+            3 if text[special + 2] == 0xA8 => (br"\u2028", 3),
+            3 => (br"\u2029", 3),
+            _ => {
+                write_escape(out, text[special]);
+                copied = special + 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(escaped);
+        copied = special + length;
     }
     out.extend_from_slice(&text[copied..]);
     out.push(b'"');
@@ -176,7 +209,8 @@ mod tests {
         assert_eq!(string(r#"a"b\c"#), r#""a\"b\\c""#);
         assert_eq!(string("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
         assert_eq!(string("\u{0}\u{1}\u{1f}\u{1b}"), r#""\u0000\u0001\u001f\u001b""#);
-        assert_eq!(string("/\u{7f}\u{2028}é✓"), "\"/\u{7f}\u{2028}é✓\"");
+        assert_eq!(string("/\u{7f}é✓£—…\u{2027}\u{202a}"), "\"/\u{7f}é✓£—…\u{2027}\u{202a}\"");
+        assert_eq!(string("a\u{85}b\u{2028}c\u{2029}\u{b}\u{1e}"), r#""a\u0085b\u2028c\u2029\u000b\u001e""#);
         let long = format!("{}\n{}\"", "x".repeat(30), "y".repeat(9));
         assert_eq!(string(&long), format!("\"{}\\n{}\\\"\"", "x".repeat(30), "y".repeat(9)));
     }

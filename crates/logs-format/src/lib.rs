@@ -34,7 +34,7 @@
 //! assert_eq!(
 //!     String::from_utf8(json)?,
 //!     "{\"data\":[\n\
-//!      {\"error_name\":\"NullPointer, again\",\"error_timestamp\":1700000000},\n\
+//!      {\"error_name\":\"NullPointer, again\",\"error_timestamp\":\"1700000000\"},\n\
 //!      {\"error_name\":null,\"error_timestamp\":null}\n\
 //!      ]}\n"
 //! );
@@ -58,18 +58,25 @@
 //!
 //! # Byte order mark
 //!
-//! With [`EncoderOptions::bom`], the bytes EF BB BF come first, in both formats.
+//! With [`EncoderOptions::bom`], the bytes EF BB BF come first in CSV. JSON ignores the option
+//! and never starts with them: RFC 8259 §8.1 forbids it, and standard parsers (Python's
+//! `json`, `requests`' `.json()`) refuse such a body.
 //!
 //! # CSV
 //!
 //! - A header row of the column names, then one line per row. Every line, the header and the
 //!   last row included, ends with LF (`\n`). Zero rows give the header alone.
-//! - RFC 4180 quoting: a value containing a comma, a double quote, CR or LF is enclosed in
-//!   double quotes, with each inner double quote doubled. Nothing else is quoted: leading and
-//!   trailing spaces, tabs and all other characters are written as they are. Column names in
-//!   the header follow the same rule.
+//! - RFC 4180 quoting, extended to every line break: a value containing a comma, a double
+//!   quote, or a line break of Python's `str.splitlines` (CR, LF, VT, FF, U+001C..U+001E, NEL
+//!   U+0085, U+2028, U+2029) is enclosed in double quotes, with each inner double quote
+//!   doubled, so that a reader that splits the body into lines before parsing it still gets
+//!   whole records. Nothing else is quoted: leading and trailing spaces, tabs and all other
+//!   characters are written as they are. Column names in the header follow the same rule.
 //! - A null is an empty cell. An empty string is written as `""`, so that it stays
 //!   distinguishable from a null (as DuckDB and PostgreSQL do).
+//! - No record is an empty line, which readers skip (pandas) or read as a record without
+//!   cells (Python's `csv`): in a one-column output, a null is written as `""`, like an empty
+//!   string. With two or more columns a line always holds at least a comma.
 //! - Integers in decimal; booleans as `true`/`false`; floats in Rust's shortest round-trip
 //!   form (`0.1`, `1.0`, `1e300`), non-finite ones as `NaN`, `inf`, `-inf`.
 //!
@@ -81,11 +88,15 @@
 //! - A record is an object with one key per column, in schema order, without spaces:
 //!   `{"a":1,"b":"x"}`.
 //! - Strings are escaped per RFC 8259: `"` as `\"`, `\` as `\\`, the control characters
-//!   U+0000..U+001F as `\b` `\f` `\n` `\r` `\t` or `\u00XX` (lowercase hex). Everything else —
-//!   non-ASCII characters, `/`, U+007F, U+2028 — is written as UTF-8 as it is.
-//! - Integers are numbers, exact over the whole range (`u64::MAX` is
-//!   `18446744073709551615`). Null is `null`, booleans `true`/`false`. Finite floats are
-//!   numbers in Rust's shortest round-trip form; NaN and the infinities are `null`.
+//!   U+0000..U+001F as `\b` `\f` `\n` `\r` `\t` or `\u00XX` (lowercase hex). The line breaks
+//!   NEL, U+2028 and U+2029 are escaped too (`\u0085`, `\u2028`, `\u2029`), so that each
+//!   record stays on one line even for a reader that splits lines at them. Everything else —
+//!   non-ASCII characters, `/`, U+007F — is written as UTF-8 as it is.
+//! - Integers are exact over the whole range: by default as quoted strings
+//!   (`"18446744073709551615"`), as the original API writes them, so that a reader that parses
+//!   numbers as doubles cannot round them; with [`JsonIntegers::Numbers`] as JSON numbers.
+//!   Null is `null`, booleans `true`/`false`. Finite floats are numbers in Rust's shortest
+//!   round-trip form; NaN and the infinities are `null`.
 //!
 //! The CSV header and the JSON opening are written with the first batch, or by `finish` if
 //! there is none; a batch that fails the checks above writes nothing.
@@ -94,7 +105,8 @@
 //!
 //! Values are appended to the buffer without any per-value allocation: integers through a
 //! two-digits-at-a-time formatter, text after a word-at-a-time scan for the bytes that need
-//! quoting or escaping (most values have none and are copied in one piece). Dictionary values
+//! quoting or escaping (most values have none and are copied in one piece; the lead bytes of
+//! the multi-byte line breaks are checked one by one). Dictionary values
 //! are rendered once per batch; each row then copies the bytes of its key.
 
 mod column;
@@ -174,12 +186,15 @@ impl FromStr for Format {
 #[error("unknown format `{0}`: expected `csv` or `json`")]
 pub struct ParseFormatError(pub String);
 
-/// Options that apply to both formats. Build with `EncoderOptions::default()` and struct
-/// update syntax or [`EncoderOptions::with_bom`].
+/// Options of the encoders. Build with `EncoderOptions::default()` and struct update syntax
+/// or the `with_` methods.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EncoderOptions {
-    /// Start the output with the UTF-8 byte order mark EF BB BF.
+    /// Start a CSV output with the UTF-8 byte order mark EF BB BF. JSON never starts with one:
+    /// RFC 8259 §8.1 forbids it, and standard JSON parsers refuse it.
     pub bom: bool,
+    /// How JSON writes integers.
+    pub json_integers: JsonIntegers,
 }
 
 impl EncoderOptions {
@@ -187,6 +202,55 @@ impl EncoderOptions {
     pub fn with_bom(mut self, bom: bool) -> EncoderOptions {
         self.bom = bom;
         self
+    }
+
+    /// These options with `json_integers` set.
+    pub fn with_json_integers(mut self, json_integers: JsonIntegers) -> EncoderOptions {
+        self.json_integers = json_integers;
+        self
+    }
+}
+
+/// How the JSON output writes integer values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum JsonIntegers {
+    /// As quoted decimal strings (`"18446744073709551615"`), as the original API does. Exact in
+    /// every JSON reader, including those that parse numbers as doubles (JavaScript's
+    /// `JSON.parse`), which would silently round a device id above 2^53 to another device's.
+    #[default]
+    Strings,
+    /// As JSON numbers. Exact for readers with 64-bit integers (Python, Go, serde_json); a
+    /// reader that parses numbers as doubles rounds values beyond 2^53.
+    Numbers,
+}
+
+impl JsonIntegers {
+    /// Both values, in a stable order.
+    pub const ALL: [JsonIntegers; 2] = [JsonIntegers::Strings, JsonIntegers::Numbers];
+
+    /// The setting's name: `string` or `number`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsonIntegers::Strings => "string",
+            JsonIntegers::Numbers => "number",
+        }
+    }
+}
+
+impl fmt::Display for JsonIntegers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JsonIntegers {
+    type Err = String;
+
+    /// Parses `string` or `number`.
+    fn from_str(s: &str) -> Result<JsonIntegers, String> {
+        JsonIntegers::ALL.into_iter().find(|value| value.as_str() == s).ok_or_else(|| {
+            format!("`{s}` is not a way to write JSON integers: expected `string` or `number`")
+        })
     }
 }
 

@@ -1,6 +1,13 @@
 //! Byte-level helpers shared by both formats: a word-at-a-time search for "special" bytes
 //! (the bytes that force CSV quoting or JSON escaping) and allocation-free integer formatting.
 //!
+//! Both formats also treat the Unicode line breaks as special, so that a reader that splits
+//! the output into lines the way Python's `str.splitlines` does (LF, CR, VT, FF, the
+//! separators U+001C..U+001E, NEL U+0085, U+2028, U+2029) never cuts a record: CSV quotes a
+//! value holding one, JSON escapes it. The word search marks the first byte of each multi-byte
+//! break (C2, E2) as a candidate; [`line_break_at`] then decides, and a candidate that starts
+//! some other character (`é` is C3 A9, `£` C2 A3, `—` E2 80 94) is passed over.
+//!
 //! The search reads eight bytes at a time into a little-endian `u64` and computes, without
 //! branches, a mask with the high bit set in special bytes (SWAR: "SIMD within a register";
 //! the crate forbids `unsafe`, which rules out `std::arch`). The masks use the classic
@@ -25,10 +32,46 @@ fn equal(word: u64, byte: u8) -> u64 {
     below(word ^ (ONES * u64::from(byte)), 1)
 }
 
-/// Special bytes of a CSV field: `,` `"` CR LF (RFC 4180).
+/// Candidates for special bytes of a CSV field: `,` `"` (RFC 4180), every control character
+/// (CR, LF and the other line breaks among them), and the lead bytes C2 and E2 of the
+/// multi-byte line breaks. [`csv_special_at`] tells the real ones.
 #[inline(always)]
-pub(crate) fn csv_special(word: u64) -> u64 {
-    (equal(word, b',') | equal(word, b'"') | equal(word, b'\n') | equal(word, b'\r')) & HIGH_BITS
+pub(crate) fn csv_candidate(word: u64) -> u64 {
+    (below(word, 0x20) | equal(word, b',') | equal(word, b'"') | equal(word, 0xC2) | equal(word, 0xE2))
+        & HIGH_BITS
+}
+
+/// Whether the byte at `at` (marked by [`csv_candidate`]) forces a CSV field to be quoted:
+/// `,`, `"` or the start of a line break.
+#[inline]
+pub(crate) fn csv_special_at(text: &[u8], at: usize) -> bool {
+    matches!(text[at], b',' | b'"') || line_break_at(text, at) > 0
+}
+
+/// The length in bytes of the line break that starts at `at`, or 0: LF, VT, FF, CR and
+/// U+001C..U+001E (one byte), NEL U+0085 (C2 85), U+2028 and U+2029 (E2 80 A8, E2 80 A9).
+/// These are the breaks of Python's `str.splitlines` (CR LF is two of them here).
+#[inline]
+pub(crate) fn line_break_at(text: &[u8], at: usize) -> usize {
+    match text[at] {
+        0x0A..=0x0D | 0x1C..=0x1E => 1,
+        0xC2 if text.get(at + 1) == Some(&0x85) => 2,
+        0xE2 if text.get(at + 1) == Some(&0x80) && matches!(text.get(at + 2), Some(0xA8 | 0xA9)) => 3,
+        _ => 0,
+    }
+}
+
+/// The first index (≥ `from`) where a CSV field needs quoting, if any.
+#[inline]
+pub(crate) fn find_csv_special(text: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(candidate) = find_special(text, at, csv_candidate) {
+        if csv_special_at(text, candidate) {
+            return Some(candidate);
+        }
+        at = candidate + 1;
+    }
+    None
 }
 
 /// The double quote, the one byte a quoted CSV field escapes (by doubling it).
@@ -37,10 +80,27 @@ pub(crate) fn csv_quote(word: u64) -> u64 {
     equal(word, b'"') & HIGH_BITS
 }
 
-/// Special bytes of a JSON string: `"`, `\` and the control characters U+0000..U+001F.
+/// Candidates for special bytes of a JSON string: `"`, `\\`, the control characters
+/// U+0000..U+001F, and the lead bytes C2 and E2 of NEL, U+2028 and U+2029, which the JSON
+/// output escapes too (see [`line_break_at`]).
 #[inline(always)]
-pub(crate) fn json_special(word: u64) -> u64 {
-    (below(word, 0x20) | equal(word, b'"') | equal(word, b'\\')) & HIGH_BITS
+pub(crate) fn json_candidate(word: u64) -> u64 {
+    (below(word, 0x20) | equal(word, b'"') | equal(word, b'\\') | equal(word, 0xC2) | equal(word, 0xE2))
+        & HIGH_BITS
+}
+
+/// The first index (≥ `from`) of a byte a JSON string escapes: `"`, `\\`, a control
+/// character, or the start of NEL, U+2028 or U+2029.
+#[inline]
+pub(crate) fn find_json_special(text: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(candidate) = find_special(text, at, json_candidate) {
+        if text[candidate] < 0x80 || line_break_at(text, candidate) > 0 {
+            return Some(candidate);
+        }
+        at = candidate + 1;
+    }
+    None
 }
 
 #[inline(always)]
@@ -142,12 +202,42 @@ mod tests {
         (from..bytes.len()).find(|&i| special(bytes[i]))
     }
 
-    fn is_json_special(b: u8) -> bool {
-        b < 0x20 || b == b'"' || b == b'\\'
+    fn is_json_candidate(b: u8) -> bool {
+        b < 0x20 || b == b'"' || b == b'\\' || b == 0xC2 || b == 0xE2
     }
 
-    fn is_csv_special(b: u8) -> bool {
-        matches!(b, b',' | b'"' | b'\r' | b'\n')
+    fn is_csv_candidate(b: u8) -> bool {
+        b < 0x20 || matches!(b, b',' | b'"' | 0xC2 | 0xE2)
+    }
+
+    /// The characters that Python's `str.splitlines` breaks lines at.
+    fn is_python_line_break(c: char) -> bool {
+        matches!(
+            c,
+            '\n' | '\r'
+                | '\u{b}'
+                | '\u{c}'
+                | '\u{1c}'
+                | '\u{1d}'
+                | '\u{1e}'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+    }
+
+    /// Character by character: where a CSV field must be quoted, and where a JSON string
+    /// must escape.
+    fn naive_csv(text: &str, from: usize) -> Option<usize> {
+        text.char_indices()
+            .find(|&(i, c)| i >= from && (c == ',' || c == '"' || is_python_line_break(c)))
+            .map(|(i, _)| i)
+    }
+
+    fn naive_json(text: &str, from: usize) -> Option<usize> {
+        text.char_indices()
+            .find(|&(i, c)| i >= from && (c < ' ' || c == '"' || c == '\\' || is_python_line_break(c)))
+            .map(|(i, _)| i)
     }
 
     #[test]
@@ -157,10 +247,10 @@ mod tests {
                 for pos in 0..len {
                     let mut bytes = vec![b'x'; len];
                     bytes[pos] = b;
-                    let json = find_special(&bytes, 0, json_special);
-                    assert_eq!(json, is_json_special(b).then_some(pos), "json byte {b} at {pos}/{len}");
-                    let csv = find_special(&bytes, 0, csv_special);
-                    assert_eq!(csv, is_csv_special(b).then_some(pos), "csv byte {b} at {pos}/{len}");
+                    let json = find_special(&bytes, 0, json_candidate);
+                    assert_eq!(json, is_json_candidate(b).then_some(pos), "json byte {b} at {pos}/{len}");
+                    let csv = find_special(&bytes, 0, csv_candidate);
+                    assert_eq!(csv, is_csv_candidate(b).then_some(pos), "csv byte {b} at {pos}/{len}");
                     let quote = find_special(&bytes, 0, csv_quote);
                     assert_eq!(quote, (b == b'"').then_some(pos));
                 }
@@ -173,8 +263,8 @@ mod tests {
         // Neighbouring special bytes must not hide each other (no borrow between bytes).
         let bytes = b"\x00\x01\"\\a\x1f\x20\x7f\xff\"\xe0,\r\n\"\"x\x00y";
         for from in 0..=bytes.len() {
-            assert_eq!(find_special(bytes, from, json_special), naive_find(bytes, from, is_json_special));
-            assert_eq!(find_special(bytes, from, csv_special), naive_find(bytes, from, is_csv_special));
+            assert_eq!(find_special(bytes, from, json_candidate), naive_find(bytes, from, is_json_candidate));
+            assert_eq!(find_special(bytes, from, csv_candidate), naive_find(bytes, from, is_csv_candidate));
         }
     }
 
@@ -193,9 +283,56 @@ mod tests {
             ),
         ) {
             for from in 0..=bytes.len() {
-                proptest::prop_assert_eq!(find_special(&bytes, from, json_special), naive_find(&bytes, from, is_json_special));
-                proptest::prop_assert_eq!(find_special(&bytes, from, csv_special), naive_find(&bytes, from, is_csv_special));
+                proptest::prop_assert_eq!(find_special(&bytes, from, json_candidate), naive_find(&bytes, from, is_json_candidate));
+                proptest::prop_assert_eq!(find_special(&bytes, from, csv_candidate), naive_find(&bytes, from, is_csv_candidate));
                 proptest::prop_assert_eq!(find_special(&bytes, from, csv_quote), naive_find(&bytes, from, |b| b == b'"'));
+            }
+        }
+    }
+
+    #[test]
+    fn every_line_break_and_its_neighbours_are_told_apart() {
+        // Each break, and the characters that share its lead byte or its first two bytes.
+        let samples = [
+            "\u{b}", "\u{c}", "\u{1c}", "\u{1d}", "\u{1e}", "\u{85}", "\u{2028}", "\u{2029}", "\t", "\u{1f}",
+            "\u{84}", "\u{86}", "£", "\u{a0}", "\u{2027}", "\u{202a}", "—", "€", "…", "→", "\u{2fff}", "é",
+            "Ж",
+        ];
+        for sample in samples {
+            for (prefix, suffix) in [("", ""), ("abcdefghij", ""), ("", "abcdefghijklmnopq"), ("ab", "cd")] {
+                let text = format!("{prefix}{sample}{suffix}");
+                for from in 0..=text.len() {
+                    if text.is_char_boundary(from) {
+                        assert_eq!(
+                            find_csv_special(text.as_bytes(), from),
+                            naive_csv(&text, from),
+                            "{text:?}"
+                        );
+                        assert_eq!(
+                            find_json_special(text.as_bytes(), from),
+                            naive_json(&text, from),
+                            "{text:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // A lead byte at the very end of a (truncated) buffer is not a break.
+        assert_eq!(line_break_at(b"ab\xe2\x80", 2), 0);
+        assert_eq!(line_break_at(b"ab\xc2", 2), 0);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// On any text, the word search plus [`line_break_at`] agrees with a character loop.
+        #[test]
+        fn finds_what_a_character_loop_finds(
+            text in "[a,\"\\\\\t\n\r\u{b}\u{c}\u{1c}-\u{1f}\u{80}-\u{a3}é€—\u{2026}-\u{202a}Ж ]{0,40}",
+        ) {
+            for from in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+                proptest::prop_assert_eq!(find_csv_special(text.as_bytes(), from), naive_csv(&text, from));
+                proptest::prop_assert_eq!(find_json_special(text.as_bytes(), from), naive_json(&text, from));
             }
         }
     }

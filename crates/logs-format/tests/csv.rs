@@ -59,9 +59,15 @@ fn empty_string_and_null_differ_in_every_position() {
 }
 
 #[test]
-fn single_column_null_is_an_empty_line() {
-    let output = encode(Format::Csv, &[batch(vec![("a", strings(&[None, Some("")]))])]);
-    assert_eq!(output, "a\n\n\"\"\n");
+fn a_one_column_null_is_never_an_empty_line() {
+    let output = encode(Format::Csv, &[batch(vec![("a", strings(&[None, Some(""), None, Some("x")]))])]);
+    assert_eq!(output, "a\n\"\"\n\"\"\n\"\"\nx\n");
+    // A standard reader that skips empty lines still sees every record.
+    let records = csv::Reader::from_reader(output.as_bytes()).into_records().count();
+    assert_eq!(records, 4);
+    // With two columns, a row of nulls is a lone comma, as before.
+    let two = encode(Format::Csv, &[batch(vec![("a", strings(&[None])), ("b", strings(&[None]))])]);
+    assert_eq!(two, "a,b\n,\n");
 }
 
 #[test]
@@ -78,7 +84,7 @@ fn header_names_are_quoted_by_the_same_rule() {
 #[test]
 fn bom_comes_first() {
     let batch = batch(vec![("a", strings(&[Some("x")]))]);
-    let options = EncoderOptions { bom: true };
+    let options = EncoderOptions::default().with_bom(true);
     let output = encode_with(Format::Csv, &batch.schema(), std::slice::from_ref(&batch), options);
     assert_eq!(output, b"\xEF\xBB\xBFa\nx\n");
     let empty = encode_with(Format::Csv, &batch.schema(), &[], EncoderOptions::default().with_bom(true));
@@ -154,7 +160,7 @@ fn dictionary_larger_than_the_batch() {
     let output = encode(Format::Csv, &[whole.clone(), whole.slice(2, 1)]);
     assert_eq!(
         output,
-        "d\n\"value 99, quoted\"\n\n\"value 7, quoted\"\n\"value 99, quoted\"\n\"value 7, quoted\"\n"
+        "d\n\"value 99, quoted\"\n\"\"\n\"value 7, quoted\"\n\"value 99, quoted\"\n\"value 7, quoted\"\n"
     );
 }
 
@@ -170,13 +176,13 @@ fn utf8_view_with_short_and_long_values() {
         Some(""),
     ]));
     let output = encode(Format::Csv, &[batch(vec![("v", view)])]);
-    assert_eq!(output, format!("v\nshort\n{long}\ntwelve bytes\nthirteen byte\n\n\"\"\n"));
+    assert_eq!(output, format!("v\nshort\n{long}\ntwelve bytes\nthirteen byte\n\"\"\n\"\"\n"));
 }
 
 #[test]
 fn large_utf8() {
     let large = Arc::new(LargeStringArray::from(vec![Some("a"), None, Some("b\nc")]));
-    assert_eq!(encode(Format::Csv, &[batch(vec![("l", large)])]), "l\na\n\n\"b\nc\"\n");
+    assert_eq!(encode(Format::Csv, &[batch(vec![("l", large)])]), "l\na\n\"\"\n\"b\nc\"\n");
 }
 
 #[test]

@@ -31,11 +31,16 @@ const FLUSH_AT: usize = 1 << 20;
 fn csv_field(value: &str) -> String {
     if value.is_empty() {
         "\"\"".to_owned()
-    } else if value.contains([',', '"', '\r', '\n']) {
+    } else if value.contains([',', '"']) || value.contains(is_line_break) {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {
         value.to_owned()
     }
+}
+
+/// The line breaks of Python's `str.splitlines`, which the CSV output quotes.
+fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
 }
 
 fn json_string(value: &str) -> String {
@@ -49,7 +54,7 @@ fn json_string(value: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 || is_line_break(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -72,7 +77,10 @@ impl Table {
                 for row in &self.rows {
                     let cells: Vec<String> =
                         row.iter().map(|cell| cell.as_deref().map(csv_field).unwrap_or_default()).collect();
-                    out += &(cells.join(",") + "\n");
+                    let line = cells.join(",");
+                    // A record is never an empty line: a lone null is written as `""`.
+                    out += if line.is_empty() { "\"\"" } else { &line };
+                    out += "\n";
                 }
                 out
             }
@@ -158,11 +166,8 @@ impl Table {
         let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
         assert_eq!(reader.headers().unwrap().iter().collect::<Vec<_>>(), self.names);
         let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().unwrap();
-        // A single column's null is an empty line, which the csv crate skips.
-        let rows: Vec<&Vec<Option<String>>> =
-            self.rows.iter().filter(|row| !(row.len() == 1 && row[0].is_none())).collect();
-        assert_eq!(records.len(), rows.len());
-        for (record, row) in records.iter().zip(rows) {
+        assert_eq!(records.len(), self.rows.len(), "every record is read back");
+        for (record, row) in records.iter().zip(&self.rows) {
             // The csv crate reads both a null and an empty string as "".
             let expected: Vec<&str> = row.iter().map(|cell| cell.as_deref().unwrap_or("")).collect();
             assert_eq!(record.iter().collect::<Vec<_>>(), expected);
@@ -191,8 +196,10 @@ impl Table {
 // ---------------------------------------------------------------------------------------
 
 /// Characters that force quoting or escaping, or that a byte-level scan could get wrong.
-const SPECIALS: [char; 14] =
-    ['\0', '\r', '\n', '"', ',', '\\', '\t', '\u{1f}', '\u{7f}', '\u{8}', 'é', '✓', '😀', '\u{2028}'];
+const SPECIALS: [char; 24] = [
+    '\0', '\r', '\n', '"', ',', '\\', '\t', '\u{1f}', '\u{7f}', '\u{8}', 'é', '✓', '😀', '\u{2028}', '\u{b}',
+    '\u{c}', '\u{1c}', '\u{1e}', '\u{85}', '\u{2029}', '£', '—', '\u{2027}', '\u{84}',
+];
 
 fn filler(len: usize) -> String {
     (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect()

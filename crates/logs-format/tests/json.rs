@@ -29,22 +29,24 @@ fn one_record_per_line() {
     let second = batch(vec![("a", strings(&[None])), ("b", Arc::new(Int64Array::from(vec![3])))]);
     assert_eq!(
         encode(Format::Json, std::slice::from_ref(&first)),
-        "{\"data\":[\n{\"a\":\"1\",\"b\":1},\n{\"a\":\"2\",\"b\":2}\n]}\n"
+        "{\"data\":[\n{\"a\":\"1\",\"b\":\"1\"},\n{\"a\":\"2\",\"b\":\"2\"}\n]}\n"
     );
     assert_eq!(
         encode(Format::Json, &[first.slice(0, 0), first.slice(1, 1), second, first.slice(0, 1)]),
-        "{\"data\":[\n{\"a\":\"2\",\"b\":2},\n{\"a\":null,\"b\":3},\n{\"a\":\"1\",\"b\":1}\n]}\n"
+        "{\"data\":[\n{\"a\":\"2\",\"b\":\"2\"},\n{\"a\":null,\"b\":\"3\"},\n{\"a\":\"1\",\"b\":\"1\"}\n]}\n"
     );
 }
 
 #[test]
-fn bom_comes_first() {
+fn json_never_starts_with_a_bom() {
     let batch = batch(vec![("a", strings(&[Some("x")]))]);
-    let options = EncoderOptions { bom: true };
+    let options = EncoderOptions::default().with_bom(true);
     let output = encode_with(Format::Json, &batch.schema(), std::slice::from_ref(&batch), options);
-    assert_eq!(output, b"\xEF\xBB\xBF{\"data\":[\n{\"a\":\"x\"}\n]}\n");
+    assert_eq!(output, b"{\"data\":[\n{\"a\":\"x\"}\n]}\n");
+    let parsed: serde_json::Value = serde_json::from_slice(&output).unwrap();
+    assert_eq!(parsed["data"][0]["a"], "x");
     let empty = encode_with(Format::Json, &batch.schema(), &[], options);
-    assert_eq!(empty, b"\xEF\xBB\xBF{\"data\":[]}\n");
+    assert_eq!(empty, b"{\"data\":[]}\n");
 }
 
 #[test]
@@ -53,7 +55,7 @@ fn strings_are_escaped_per_rfc_8259() {
         Some(r#"quote " and backslash \"#),
         Some("\n\r\t\u{8}\u{c}"),
         Some("\u{0}\u{1}\u{1f}\u{1b}\u{7f}"),
-        Some("/ é ✓ 😀 \u{2028}\u{2029}"),
+        Some("/ é ✓ 😀 \u{2028}\u{2029}\u{85} £ —"),
         Some(""),
         None,
         Some("comma, \"quoted\""),
@@ -65,7 +67,7 @@ fn strings_are_escaped_per_rfc_8259() {
          {\"s\":\"quote \\\" and backslash \\\\\"},\n\
          {\"s\":\"\\n\\r\\t\\b\\f\"},\n\
          {\"s\":\"\\u0000\\u0001\\u001f\\u001b\u{7f}\"},\n\
-         {\"s\":\"/ é ✓ 😀 \u{2028}\u{2029}\"},\n\
+         {\"s\":\"/ é ✓ 😀 \\u2028\\u2029\\u0085 £ —\"},\n\
          {\"s\":\"\"},\n\
          {\"s\":null},\n\
          {\"s\":\"comma, \\\"quoted\\\"\"}\n\
@@ -87,18 +89,42 @@ fn keys_are_escaped_and_in_schema_order() {
     );
 }
 
+fn integer_batch() -> arrow::record_batch::RecordBatch {
+    batch(vec![
+        ("i8", Arc::new(Int8Array::from(vec![Some(i8::MIN), None]))),
+        ("i32", Arc::new(Int32Array::from(vec![Some(-1), Some(i32::MAX)]))),
+        ("i64", Arc::new(Int64Array::from(vec![Some(i64::MIN), Some(i64::MAX)]))),
+        ("u8", Arc::new(UInt8Array::from(vec![Some(0), Some(255)]))),
+        ("u64", Arc::new(UInt64Array::from(vec![Some(u64::MAX), Some((1 << 63) + 1)]))),
+    ])
+}
+
 #[test]
-fn integers_are_exact_numbers() {
-    let output = encode(
-        Format::Json,
-        &[batch(vec![
-            ("i8", Arc::new(Int8Array::from(vec![Some(i8::MIN), None]))),
-            ("i32", Arc::new(Int32Array::from(vec![Some(-1), Some(i32::MAX)]))),
-            ("i64", Arc::new(Int64Array::from(vec![Some(i64::MIN), Some(i64::MAX)]))),
-            ("u8", Arc::new(UInt8Array::from(vec![Some(0), Some(255)]))),
-            ("u64", Arc::new(UInt64Array::from(vec![Some(u64::MAX), Some((1 << 63) + 1)]))),
-        ])],
+fn integers_are_exact_strings_by_default() {
+    let output = encode(Format::Json, &[integer_batch()]);
+    assert_eq!(
+        output,
+        "{\"data\":[\n\
+         {\"i8\":\"-128\",\"i32\":\"-1\",\"i64\":\"-9223372036854775808\",\"u8\":\"0\",\"u64\":\"18446744073709551615\"},\n\
+         {\"i8\":null,\"i32\":\"2147483647\",\"i64\":\"9223372036854775807\",\"u8\":\"255\",\"u64\":\"9223372036854775809\"}\n\
+         ]}\n"
     );
+    // A reader that parses numbers as doubles (as JavaScript does) still gets every digit.
+    let document: serde_json::Value = serde_json::from_str(&output).unwrap();
+    let as_double = |value: &serde_json::Value| match value {
+        serde_json::Value::Number(n) => n.as_f64().map(|f| format!("{f:.0}")),
+        serde_json::Value::String(s) => Some(s.clone()),
+        _ => None,
+    };
+    assert_eq!(as_double(&document["data"][0]["u64"]).as_deref(), Some("18446744073709551615"));
+    assert_eq!(as_double(&document["data"][1]["u64"]).as_deref(), Some("9223372036854775809"));
+}
+
+#[test]
+fn integers_are_exact_numbers_when_asked() {
+    let batch = integer_batch();
+    let options = EncoderOptions::default().with_json_integers(logs_format::JsonIntegers::Numbers);
+    let output = String::from_utf8(encode_with(Format::Json, &batch.schema(), &[batch], options)).unwrap();
     assert_eq!(
         output,
         "{\"data\":[\n\

@@ -1,7 +1,8 @@
 //! Property tests: what the encoders write, standard parsers (the `csv` crate, `serde_json`)
-//! read back to the same values; the exact bytes equal those of a naive reference encoder
-//! written from the documented rules; and the CSV equals `arrow::csv::Writer`'s output when no
-//! value is an empty string (the one place where the two rules differ).
+//! read back to the same values, also after the output was split into lines the way Python's
+//! `str.splitlines` does; the exact bytes equal those of a naive reference encoder written
+//! from the documented rules; and the CSV equals `arrow::csv::Writer`'s output when no value is
+//! an empty string or holds a line break other than CR and LF (where the two rules differ).
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{Field, Int16Type, Schema};
 use arrow::record_batch::RecordBatch;
-use logs_format::{Encoder, EncoderOptions, Format};
+use logs_format::{Encoder, EncoderOptions, Format, JsonIntegers};
 use proptest::prelude::*;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
@@ -44,12 +45,56 @@ struct Table {
     rows: Vec<Row>,
     cuts: Vec<usize>,
     bom: bool,
+    integers: JsonIntegers,
+}
+
+/// The line breaks of Python's `str.splitlines`.
+fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}'..='\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// `text.splitlines(keepends=True)`: CR LF stays one break.
+fn split_lines(text: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if is_line_break(c) {
+            let mut end = at + c.len_utf8();
+            if c == '\r' && chars.peek().map(|&(_, next)| next) == Some('\n') {
+                chars.next();
+                end += 1;
+            }
+            lines.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if start < text.len() {
+        lines.push(&text[start..]);
+    }
+    lines
+}
+
+/// CSV records as a reader over split lines sees them (Python's `csv.reader` over
+/// `splitlines(keepends=True)`): a line ends a record unless it ends inside quotes.
+fn records_of_lines(text: &str) -> Vec<String> {
+    let mut records = Vec::new();
+    let mut record = String::new();
+    for line in split_lines(text) {
+        record.push_str(line);
+        if record.matches('"').count() % 2 == 0 {
+            records.push(std::mem::take(&mut record));
+        }
+    }
+    assert!(record.is_empty(), "the output ends inside quotes");
+    records
 }
 
 fn text() -> impl Strategy<Value = String> {
     let interesting = prop::sample::select(vec![
         'a', 'Z', '0', ' ', ',', ';', '"', '\'', '\r', '\n', '\t', '\\', '/', '\u{0}', '\u{1}', '\u{1f}',
-        '\u{7f}', 'é', '✓', '😀', '\u{2028}',
+        '\u{7f}', 'é', '✓', '😀', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}', '\u{c}', '\u{1c}', '\u{1d}',
+        '\u{1e}', '£', '—',
     ]);
     prop::collection::vec(prop_oneof![4 => interesting, 1 => any::<char>()], 0..40)
         .prop_map(|chars| chars.into_iter().collect())
@@ -79,8 +124,15 @@ fn table() -> impl Strategy<Value = Table> {
                 device_id,
                 small,
             });
-        (Just(pool), prop::collection::vec(row, len), prop::collection::vec(0..=len, 0..6), any::<bool>())
-            .prop_map(|(pool, rows, cuts, bom)| Table { pool, rows, cuts, bom })
+        let integers = prop::sample::select(JsonIntegers::ALL.to_vec());
+        (
+            Just(pool),
+            prop::collection::vec(row, len),
+            prop::collection::vec(0..=len, 0..6),
+            any::<bool>(),
+            integers,
+        )
+            .prop_map(|(pool, rows, cuts, bom, integers)| Table { pool, rows, cuts, bom, integers })
     })
 }
 
@@ -135,17 +187,19 @@ impl Table {
 
     fn encode(&self, format: Format) -> Vec<u8> {
         let batches = self.batches();
-        let options = EncoderOptions { bom: self.bom };
+        let options = EncoderOptions::default().with_bom(self.bom).with_json_integers(self.integers);
         let mut encoder = Encoder::new(format, Vec::new(), &batches[0].schema(), options).unwrap();
         for batch in &batches {
             encoder.write_batch(batch).unwrap();
         }
         assert_eq!(encoder.rows_written(), self.rows.len() as u64);
         let output = encoder.finish().unwrap();
-        if self.bom {
+        // Only CSV starts with the byte order mark; JSON never does.
+        if self.bom && format == Format::Csv {
             assert!(output.starts_with(b"\xEF\xBB\xBF"));
             output[3..].to_vec()
         } else {
+            assert!(!output.starts_with(b"\xEF"));
             output
         }
     }
@@ -156,7 +210,7 @@ fn reference_csv(rows: &[Vec<Expected>]) -> String {
     fn field(value: &str) -> String {
         if value.is_empty() {
             "\"\"".to_owned()
-        } else if value.contains([',', '"', '\r', '\n']) {
+        } else if value.contains([',', '"']) || value.contains(is_line_break) {
             format!("\"{}\"", value.replace('"', "\"\""))
         } else {
             value.to_owned()
@@ -178,7 +232,7 @@ fn reference_csv(rows: &[Vec<Expected>]) -> String {
 }
 
 /// JSON by the documented rules, one character at a time.
-fn reference_json(rows: &[Vec<Expected>]) -> String {
+fn reference_json(rows: &[Vec<Expected>], integers: JsonIntegers) -> String {
     fn string(value: &str) -> String {
         let mut out = String::from("\"");
         for c in value.chars() {
@@ -190,7 +244,7 @@ fn reference_json(rows: &[Vec<Expected>]) -> String {
                 '\t' => out += "\\t",
                 '\u{8}' => out += "\\b",
                 '\u{c}' => out += "\\f",
-                c if (c as u32) < 0x20 => out += &format!("\\u{:04x}", c as u32),
+                c if (c as u32) < 0x20 || is_line_break(c) => out += &format!("\\u{:04x}", c as u32),
                 c => out.push(c),
             }
         }
@@ -206,6 +260,9 @@ fn reference_json(rows: &[Vec<Expected>]) -> String {
                     let value = match cell {
                         Expected::Null => "null".to_owned(),
                         Expected::Text(text) => string(text),
+                        Expected::Integer(value) if integers == JsonIntegers::Strings => {
+                            format!("\"{value}\"")
+                        }
                         Expected::Integer(value) => value.to_string(),
                     };
                     format!("{}:{value}", string(name))
@@ -264,6 +321,21 @@ proptest! {
         prop_assert_eq!(reader.headers().unwrap().iter().collect::<Vec<_>>(), NAMES.to_vec());
         let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().unwrap();
         prop_assert_eq!(records.len(), expected.len());
+
+        // Split into lines first, then parsed record by record: the same records, each line
+        // break outside quotes being the LF that ends a record.
+        let text = String::from_utf8(output.clone()).unwrap();
+        let by_lines = records_of_lines(&text);
+        prop_assert_eq!(by_lines.len(), expected.len() + 1);
+        for (line, record) in by_lines[1..].iter().zip(&records) {
+            prop_assert!(line.ends_with('\n'), "a record ends with LF: {:?}", line);
+            // A first cell of our own, as the csv crate drops a BOM at the start of its input.
+            let line = format!("_,{line}");
+            let mut one = csv::ReaderBuilder::new().has_headers(false).from_reader(line.as_bytes());
+            let parsed: Vec<csv::StringRecord> = one.records().collect::<Result<_, _>>().unwrap();
+            prop_assert_eq!(parsed.len(), 1);
+            prop_assert_eq!(parsed[0].iter().skip(1).collect::<Vec<_>>(), record.iter().collect::<Vec<_>>());
+        }
         for (record, row) in records.iter().zip(&expected) {
             for (field, cell) in record.iter().zip(row) {
                 match cell {
@@ -280,7 +352,11 @@ proptest! {
     fn json_reads_back_to_the_same_values(table in table()) {
         let output = table.encode(Format::Json);
         let expected = table.expected();
-        prop_assert_eq!(String::from_utf8(output.clone()).unwrap(), reference_json(&expected));
+        let text = String::from_utf8(output.clone()).unwrap();
+        prop_assert_eq!(&text, &reference_json(&expected, table.integers));
+        // One record per line, whatever line breaks the values hold.
+        let lines = split_lines(&text);
+        prop_assert_eq!(lines.len(), if expected.is_empty() { 1 } else { expected.len() + 2 });
 
         let document: Document = serde_json::from_slice(&output).unwrap();
         prop_assert_eq!(document.data.len(), expected.len());
@@ -292,7 +368,10 @@ proptest! {
                     Expected::Null => prop_assert_eq!(value, &Value::Null),
                     Expected::Text(text) => prop_assert_eq!(value.as_str(), Some(text.as_str())),
                     Expected::Integer(value_i128) => {
-                        let parsed = value.as_i64().map(i128::from).or(value.as_u64().map(i128::from));
+                        let parsed = match table.integers {
+                            JsonIntegers::Strings => value.as_str().and_then(|s| s.parse::<i128>().ok()),
+                            JsonIntegers::Numbers => value.as_i64().map(i128::from).or(value.as_u64().map(i128::from)),
+                        };
                         prop_assert_eq!(parsed, Some(*value_i128));
                     }
                 }
@@ -302,20 +381,24 @@ proptest! {
 
     #[test]
     fn csv_matches_arrow_writer_without_empty_strings(mut table in table()) {
-        let no_empty = |value: &mut Option<String>| {
+        // arrow's writer quotes only comma, quote, CR and LF.
+        let arrow_rules = |value: &mut Option<String>| {
+            if let Some(text) = value {
+                *text = text.replace(|c: char| is_line_break(c) && c != '\r' && c != '\n', "-");
+            }
             if value.as_deref() == Some("") {
                 *value = Some("-".to_owned());
             }
         };
         for row in &mut table.rows {
-            no_empty(&mut row.text);
-            no_empty(&mut row.view);
-            no_empty(&mut row.large);
+            arrow_rules(&mut row.text);
+            arrow_rules(&mut row.view);
+            arrow_rules(&mut row.large);
         }
         for value in &mut table.pool {
-            if value.is_empty() {
-                value.push('-');
-            }
+            let mut cell = Some(std::mem::take(value));
+            arrow_rules(&mut cell);
+            *value = cell.unwrap_or_default();
         }
         table.bom = false;
         let ours = table.encode(Format::Csv);
