@@ -20,6 +20,7 @@ use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::Stream;
 
+use crate::aliases::FieldAliases;
 use crate::catalog::{Catalog, FileSelection};
 use crate::error::{Error, RequestError, Result};
 use crate::plan::{RangeTest, build_plan};
@@ -47,6 +48,8 @@ pub struct EngineConfig {
     /// Bytes of Parquet footers (with their page indexes) kept between and during exports,
     /// least recently used first out. Footers needed again are read again.
     pub metadata_cache_limit: usize,
+    /// Other names accepted for fields, and fields the dataset does not hold (none by default).
+    pub aliases: FieldAliases,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +61,7 @@ impl Default for EngineConfig {
             max_limit: None,
             pushdown_filters: true,
             metadata_cache_limit: 50 * 1024 * 1024,
+            aliases: FieldAliases::default(),
         }
     }
 }
@@ -129,7 +133,7 @@ impl Engine {
         Ok(Engine {
             catalog,
             ctx: SessionContext::new_with_config_rt(session, runtime),
-            policy: RequestPolicy { max_limit: config.max_limit },
+            policy: RequestPolicy { max_limit: config.max_limit, aliases: config.aliases },
             parquet_options,
         })
     }

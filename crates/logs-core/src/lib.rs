@@ -6,6 +6,7 @@
 //! [`Engine`] as an [`ExportStream`] of Arrow record batches. The engine knows nothing of
 //! HTTP or of output formats.
 
+pub mod aliases;
 pub mod catalog;
 pub mod engine;
 pub mod error;
@@ -18,11 +19,14 @@ pub mod request;
 pub mod schema;
 pub mod table;
 
+pub use aliases::{ColumnSource, FieldAliases};
 pub use catalog::{Catalog, FileSelection, SelectedFile, SkippedFile};
 pub use engine::{Engine, EngineConfig, ExportStream, Pruning};
 pub use error::{Error, RequestError, Result};
 pub use query::QueryPairs;
-pub use request::{DateDimension, ExportRequest, Filter, FilterValue, Parts, RequestPolicy, TimeRange};
+pub use request::{
+    Column, DateDimension, ExportRequest, Filter, FilterValue, Parts, RequestPolicy, TimeRange,
+};
 pub use schema::{Field, FieldType};
 
 /// Arrow, as used by the engine (re-exported so embedders use the same version).

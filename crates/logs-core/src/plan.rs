@@ -11,9 +11,9 @@ use datafusion::error::Result;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableSource, cast, col, lit};
 
+use crate::aliases::ColumnSource;
 use crate::part::part_predicate;
-use crate::request::{ExportRequest, FilterValue};
-use crate::schema::Field;
+use crate::request::{Column, ExportRequest, FilterValue};
 
 /// The name of the scanned table in plans and their explanations.
 pub const TABLE_NAME: &str = "errors";
@@ -42,7 +42,9 @@ pub fn build_plan(
     if let Some(predicate) = build_predicate(request, range) {
         builder = builder.filter(predicate)?;
     }
-    builder = builder.project(request.fields().iter().map(|&f| field_expr(request, f, &scanned)))?;
+    let columns =
+        request.columns().iter().map(|c| column_expr(request, c, &scanned)).collect::<Result<Vec<_>>>()?;
+    builder = builder.project(columns)?;
     if let Some(limit) = request.limit() {
         // DataFusion keeps a fetch as an i64: any limit from 2^63 up means "all rows".
         let fetch = usize::try_from(limit.min(i64::MAX as u64)).unwrap_or(usize::MAX);
@@ -71,15 +73,26 @@ pub fn build_predicate(request: &ExportRequest, range_test: RangeTest) -> Option
     conjunction(predicates)
 }
 
-fn field_expr(request: &ExportRequest, field: Field, scanned: &Schema) -> Expr {
-    if field.is_partition() {
-        return lit(request.application_id()).alias(field.name());
-    }
-    let output = field.field_type().arrow_type();
-    match scanned.field_with_name(field.name()) {
-        Ok(f) if *f.data_type() != output => cast(col(field.name()), output).alias(field.name()),
-        _ => col(field.name()),
-    }
+/// The expression of one output column, named as the request named it.
+fn column_expr(request: &ExportRequest, column: &Column, scanned: &Schema) -> Result<Expr> {
+    let output = column.source.field_type().arrow_type();
+    let field = match column.source {
+        ColumnSource::Field(field) => field,
+        ColumnSource::Absent(_) => return Ok(lit(ScalarValue::try_from(&output)?).alias(&column.name)),
+    };
+    let expr = if field.is_partition() {
+        lit(request.application_id())
+    } else {
+        match scanned.field_with_name(field.name()) {
+            Ok(f) if *f.data_type() != output => cast(col(field.name()), output),
+            _ => col(field.name()),
+        }
+    };
+    Ok(if matches!(expr, Expr::Column(_)) && column.name == field.name() {
+        expr
+    } else {
+        expr.alias(&column.name)
+    })
 }
 
 #[cfg(test)]

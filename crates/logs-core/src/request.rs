@@ -6,6 +6,7 @@
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
+use crate::aliases::{ColumnSource, FieldAliases};
 use crate::error::{RequestError, quote};
 use crate::query::QueryPairs;
 use crate::schema::{Field, FieldType, field_names};
@@ -63,11 +64,21 @@ pub struct Parts {
 pub const MAX_PARTS: u32 = 1024;
 
 /// Operator settings that validation depends on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestPolicy {
     /// The largest `limit` allowed, and the limit applied when none is given.
     /// `None`: no maximum, and an omitted `limit` exports every matching row.
     pub max_limit: Option<u64>,
+    /// Other names accepted for fields, and fields the dataset does not hold.
+    pub aliases: FieldAliases,
+}
+
+/// One column of the output: the name the request gave it, and what it is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// The name as requested in `fields`: a field's name, an alias or an absent field's name.
+    pub name: String,
+    pub source: ColumnSource,
 }
 
 /// A validated export request (spec §4.1).
@@ -76,7 +87,7 @@ pub struct ExportRequest {
     application_id: i64,
     range: TimeRange,
     date_dimension: DateDimension,
-    fields: Vec<Field>,
+    columns: Vec<Column>,
     filters: Vec<Filter>,
     limit: Option<u64>,
     use_utf8_bom: bool,
@@ -84,7 +95,8 @@ pub struct ExportRequest {
     parts: Option<Parts>,
 }
 
-const PARAMETERS: [&str; 10] = [
+/// The names of the request's parameters other than the field filters.
+pub(crate) const PARAMETERS: [&str; 10] = [
     "application_id",
     "date_since",
     "date_until",
@@ -106,14 +118,23 @@ impl ExportRequest {
 
     /// Validates decoded pairs.
     pub fn from_pairs(pairs: &QueryPairs, policy: &RequestPolicy) -> Result<ExportRequest, RequestError> {
+        let aliases = &policy.aliases;
         let mut filters = Vec::new();
         for (name, value) in pairs.iter() {
             if let Some(field) = Field::from_name(name) {
                 if field != Field::APPLICATION_ID {
-                    filters.push(Filter { field, value: parse_filter_value(field, value)? });
+                    filters.push(Filter { field, value: parse_filter_value(name, field, value)? });
                 }
+            } else if let Some(source) = aliases.get(name) {
+                let ColumnSource::Field(field) = source else {
+                    return Err(RequestError::new(
+                        name,
+                        "names a field this dataset does not hold: it may be requested in `fields`,                          where it is always empty, but not used as a filter",
+                    ));
+                };
+                filters.push(Filter { field, value: parse_filter_value(name, field, value)? });
             } else if !PARAMETERS.contains(&name) {
-                return Err(unknown_parameter(name));
+                return Err(unknown_parameter(name, aliases));
             }
         }
 
@@ -127,7 +148,7 @@ impl ExportRequest {
             ));
         }
         let range = TimeRange { since: since.and_utc().timestamp(), until: until.and_utc().timestamp() };
-        let fields = parse_fields(required(pairs, "fields")?)?;
+        let columns = parse_fields(required(pairs, "fields")?, aliases)?;
         let date_dimension = match pairs.get("date_dimension") {
             None | Some("default") => DateDimension::Default,
             Some("receive") => DateDimension::Receive,
@@ -148,7 +169,7 @@ impl ExportRequest {
             application_id,
             range,
             date_dimension,
-            fields,
+            columns,
             filters,
             limit,
             use_utf8_bom,
@@ -171,8 +192,8 @@ impl ExportRequest {
     }
 
     /// The output columns, in order.
-    pub fn fields(&self) -> &[Field] {
-        &self.fields
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
     }
 
     /// The equality filters, in the order given.
@@ -211,10 +232,12 @@ fn required<'a>(pairs: &'a QueryPairs, name: &str) -> Result<&'a str, RequestErr
     pairs.get(name).ok_or_else(|| RequestError::new(name, "is required"))
 }
 
-fn unknown_parameter(name: &str) -> RequestError {
-    let known = PARAMETERS.iter().copied().chain(Field::all().map(Field::name));
+fn unknown_parameter(name: &str, aliases: &FieldAliases) -> RequestError {
+    let mut known: Vec<&str> = PARAMETERS.iter().copied().chain(Field::all().map(Field::name)).collect();
+    known.extend(aliases.iter().map(|(alias, _)| alias));
     // A suggestion only for names of a plausible length: the distance is quadratic.
     let suggestion = known
+        .into_iter()
         .filter(|_| name.len() <= 64)
         .map(|k| (edit_distance(name, k), k))
         .filter(|(d, _)| *d <= 2)
@@ -226,9 +249,31 @@ fn unknown_parameter(name: &str) -> RequestError {
         format!(
             "is not a known parameter{suggestion}; allowed: {} or a field name used as an equality filter ({})",
             PARAMETERS.join(", "),
-            field_names()
+            filter_names(aliases)
         ),
     )
+}
+
+/// The names a filter may use: every field, then the aliases.
+fn filter_names(aliases: &FieldAliases) -> String {
+    let mut names = field_names();
+    for (name, source) in aliases.iter() {
+        if let ColumnSource::Field(_) = source {
+            names.push(',');
+            names.push_str(name);
+        }
+    }
+    names
+}
+
+/// The names `fields` may hold: every field, then the aliases and absent fields.
+fn column_names(aliases: &FieldAliases) -> String {
+    let mut names = field_names();
+    for (name, _) in aliases.iter() {
+        names.push(',');
+        names.push_str(name);
+    }
+    names
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -255,13 +300,14 @@ fn parse_i64(name: &str, value: &str) -> Result<i64, RequestError> {
     })
 }
 
-fn parse_filter_value(field: Field, value: &str) -> Result<FilterValue, RequestError> {
+/// The value of filter `name` (the field's name or an alias) on `field`.
+fn parse_filter_value(name: &str, field: Field, value: &str) -> Result<FilterValue, RequestError> {
     Ok(match field.field_type() {
         FieldType::String => FilterValue::String(value.to_owned()),
-        FieldType::Int64 => FilterValue::Int64(parse_i64(field.name(), value)?),
+        FieldType::Int64 => FilterValue::Int64(parse_i64(name, value)?),
         FieldType::UInt64 => FilterValue::UInt64(value.parse::<u64>().map_err(|_| {
             RequestError::new(
-                field.name(),
+                name,
                 format!("is `{}`; expected an integer from 0 to {}", quote(value), u64::MAX),
             )
         })?),
@@ -311,27 +357,34 @@ fn parse_datetime(name: &str, value: &str, end_of_day: bool) -> Result<NaiveDate
     Ok(date.and_time(time))
 }
 
-fn parse_fields(value: &str) -> Result<Vec<Field>, RequestError> {
-    let mut fields = Vec::new();
+fn parse_fields(value: &str, aliases: &FieldAliases) -> Result<Vec<Column>, RequestError> {
+    let mut columns: Vec<Column> = Vec::new();
     for name in value.split(',').map(str::trim) {
         if name.is_empty() {
             return Err(RequestError::new(
                 "fields",
-                format!("contains an empty name; give a comma-separated list of: {}", field_names()),
+                format!("contains an empty name; give a comma-separated list of: {}", column_names(aliases)),
             ));
         }
-        let field = Field::from_name(name).ok_or_else(|| {
-            RequestError::new(
-                "fields",
-                format!("contains `{}`, which is not a field; allowed: {}", quote(name), field_names()),
-            )
-        })?;
-        if fields.contains(&field) {
+        let source = Field::from_name(name)
+            .map(ColumnSource::Field)
+            .or_else(|| aliases.get(name))
+            .ok_or_else(|| {
+                RequestError::new(
+                    "fields",
+                    format!(
+                        "contains `{}`, which is not a field; allowed: {}",
+                        quote(name),
+                        column_names(aliases)
+                    ),
+                )
+            })?;
+        if columns.iter().any(|c| c.name == name) {
             return Err(RequestError::new("fields", format!("names `{}` more than once", quote(name))));
         }
-        fields.push(field);
+        columns.push(Column { name: name.to_owned(), source });
     }
-    Ok(fields)
+    Ok(columns)
 }
 
 fn parse_limit(value: Option<&str>, policy: &RequestPolicy) -> Result<Option<u64>, RequestError> {

@@ -27,7 +27,14 @@ fn minimal_request_has_the_documented_defaults() {
     assert_eq!(r.application_id(), 1001);
     assert_eq!(r.range(), TimeRange { since: ts("2026-10-01 00:00:00"), until: ts("2026-10-07 23:59:59") });
     assert_eq!(r.date_dimension(), DateDimension::Default);
-    assert_eq!(r.fields(), [Field::from_name("error_id").unwrap(), Field::from_name("os_name").unwrap()]);
+    let sources: Vec<_> = r.columns().iter().map(|c| (c.name.as_str(), c.source)).collect();
+    assert_eq!(
+        sources,
+        [
+            ("error_id", ColumnSource::Field(Field::from_name("error_id").unwrap())),
+            ("os_name", ColumnSource::Field(Field::from_name("os_name").unwrap()))
+        ]
+    );
     assert!(r.filters().is_empty());
     assert_eq!(r.limit(), None);
     assert!(!r.use_utf8_bom());
@@ -91,7 +98,7 @@ fn application_id_must_be_an_integer() {
 #[test]
 fn fields_keep_order_and_refuse_unknown_empty_and_repeated_names() {
     let r = parse(&BASE.replace("error_id,os_name", "os_name,+error_id,application_id")).unwrap();
-    let names: Vec<_> = r.fields().iter().map(|f| f.name()).collect();
+    let names: Vec<_> = r.columns().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["os_name", "error_id", "application_id"]);
     refused(&BASE.replace("error_id,os_name", "error_id,os_nmae"), "fields", "`os_nmae`");
     refused(&BASE.replace("error_id,os_name", ""), "fields", "empty name");
@@ -121,7 +128,7 @@ fn limit_rules_without_a_maximum() {
 
 #[test]
 fn limit_rules_with_an_operator_maximum() {
-    let policy = RequestPolicy { max_limit: Some(1000) };
+    let policy = RequestPolicy { max_limit: Some(1000), ..RequestPolicy::default() };
     assert_eq!(ExportRequest::parse(BASE, &policy).unwrap().limit(), Some(1000));
     assert_eq!(ExportRequest::parse(&format!("{BASE}&limit=1000"), &policy).unwrap().limit(), Some(1000));
     let e = ExportRequest::parse(&format!("{BASE}&limit=1001"), &policy).unwrap_err();
@@ -211,4 +218,58 @@ fn echoed_values_are_short_and_single_line() {
 fn try_from_pairs_uses_the_default_policy() {
     let pairs = QueryPairs::parse(BASE).unwrap();
     assert_eq!(ExportRequest::try_from(&pairs).unwrap(), parse(BASE).unwrap());
+}
+
+fn with_aliases(query: &str) -> Result<ExportRequest, RequestError> {
+    let aliases = FieldAliases::new()
+        .with_alias("appmetrica_device_id", Field::SERVICE_DEVICE_ID)
+        .unwrap()
+        .with_alias("town", Field::from_name("city").unwrap())
+        .unwrap()
+        .with_absent("oaid", FieldType::String)
+        .unwrap();
+    ExportRequest::parse(query, &RequestPolicy { aliases, ..RequestPolicy::default() })
+}
+
+#[test]
+fn aliases_name_columns_as_requested_and_filter_like_their_fields() {
+    let query = BASE.replace("error_id,os_name", "appmetrica_device_id,oaid,service_device_id,town")
+        + "&appmetrica_device_id=18446744073709551615&town=Berlin";
+    let r = with_aliases(&query).unwrap();
+    let columns: Vec<_> = r.columns().iter().map(|c| (c.name.as_str(), c.source)).collect();
+    assert_eq!(
+        columns,
+        [
+            ("appmetrica_device_id", ColumnSource::Field(Field::SERVICE_DEVICE_ID)),
+            ("oaid", ColumnSource::Absent(FieldType::String)),
+            ("service_device_id", ColumnSource::Field(Field::SERVICE_DEVICE_ID)),
+            ("town", ColumnSource::Field(Field::from_name("city").unwrap())),
+        ]
+    );
+    assert_eq!(
+        r.filters(),
+        [
+            Filter { field: Field::SERVICE_DEVICE_ID, value: FilterValue::UInt64(u64::MAX) },
+            Filter { field: Field::from_name("city").unwrap(), value: FilterValue::String("Berlin".into()) },
+        ]
+    );
+    // An alias's value is checked as its field's, and the error names the alias.
+    let e = with_aliases(&format!("{BASE}&appmetrica_device_id=-1")).unwrap_err();
+    assert_eq!(e.parameter(), "appmetrica_device_id");
+    // An absent field is no filter: no record could match.
+    let e = with_aliases(&format!("{BASE}&oaid=x")).unwrap_err();
+    assert_eq!(e.parameter(), "oaid");
+    assert!(e.to_string().contains("not used as a filter"), "{e}");
+    // Unknown names are refused as before, with aliases among the suggestions.
+    let e = with_aliases(&format!("{BASE}&appmetrica_device_ie=1")).unwrap_err();
+    assert!(e.to_string().contains("did you mean `appmetrica_device_id`?"), "{e}");
+    let e = with_aliases(&BASE.replace("error_id,os_name", "android_id")).unwrap_err();
+    assert_eq!(e.parameter(), "fields");
+    assert!(e.to_string().contains("`android_id`, which is not a field; allowed: error,"), "{e}");
+    assert!(e.to_string().contains(",appmetrica_device_id,oaid,town"), "{e}");
+    // The same name twice is refused; one field under two names is not.
+    let e = with_aliases(&BASE.replace("error_id,os_name", "town,town")).unwrap_err();
+    assert!(e.to_string().contains("more than once"), "{e}");
+    // Without aliases, the same names are unknown.
+    assert!(parse(&BASE.replace("error_id,os_name", "appmetrica_device_id")).is_err());
 }

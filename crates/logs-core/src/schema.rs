@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 use datafusion::arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef};
 
 /// The value type of a field as the API declares it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldType {
     /// Any UTF-8 text.
     String,

@@ -427,3 +427,39 @@ async fn dictionary_pages_only_plain_pages_follow_are_not_read_and_the_rows_are_
     }
     assert!(skipped > 0, "some dictionary pages are not read");
 }
+
+#[tokio::test]
+async fn aliases_and_absent_fields_are_named_and_typed_as_declared() {
+    let engine = engine(&testdata());
+    let records = read_all(&testdata());
+    let base = "application_id=1001&date_since=2026-10-01&date_until=2026-10-03";
+    let query = format!("{base}&fields=appmetrica_device_id,oaid,level,town,service_device_id&os_name=ios");
+    let aliased = request(&query);
+    let (rows, export) = export_rows(&engine, &aliased).await;
+    let schema = export.schema();
+    let columns: Vec<_> =
+        schema.fields().iter().map(|f| (f.name().as_str(), f.data_type().clone())).collect();
+    assert_eq!(
+        columns,
+        [
+            ("appmetrica_device_id", DataType::UInt64),
+            ("oaid", DataType::Utf8View),
+            ("level", DataType::Int64),
+            ("town", DataType::Utf8View),
+            ("service_device_id", DataType::UInt64),
+        ]
+    );
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert_eq!((&row[1], &row[2]), (&None, &None), "absent fields are null");
+        assert_eq!(row[0], row[4], "an alias holds its field's values");
+    }
+    assert_matches_oracle(&query, &aliased, rows, records.answer(&aliased));
+
+    // Only absent fields: one null row per record, none lost.
+    let only_absent = request(&format!("{base}&fields=oaid"));
+    let counted = request(&format!("{base}&fields=error_id"));
+    let (absent_rows, _) = export_rows(&engine, &only_absent).await;
+    assert_eq!(absent_rows.len(), records.answer(&counted).len());
+    assert!(absent_rows.iter().all(|row| row == &vec![None]));
+}

@@ -7,7 +7,8 @@ use rand::{Rng, SeedableRng};
 use support::*;
 
 const APPS: [i64; 4] = [1001, 1002, 1003, 4242];
-const FIELDS: [&str; 30] = [
+/// Every field, then the names of [`support::test_aliases`].
+const FIELDS: [&str; 34] = [
     "error",
     "error_datetime",
     "error_id",
@@ -38,8 +39,12 @@ const FIELDS: [&str; 30] = [
     "app_package_name",
     "app_version_name",
     "application_id",
+    "appmetrica_device_id",
+    "town",
+    "oaid",
+    "level",
 ];
-const FILTERABLE: [&str; 10] = [
+const FILTERABLE: [&str; 12] = [
     "os_name",
     "error_id",
     "mcc",
@@ -50,7 +55,18 @@ const FILTERABLE: [&str; 10] = [
     "app_version_name",
     "error_name",
     "error_timestamp",
+    "appmetrica_device_id",
+    "town",
 ];
+
+/// The field an alias of [`support::test_aliases`] stands for.
+fn field_of(name: &str) -> &str {
+    match name {
+        "appmetrica_device_id" => "service_device_id",
+        "town" => "city",
+        name => name,
+    }
+}
 
 /// The `yyyy-mm-dd hh:mm:ss` of a random record of `app`, in the chosen dimension.
 fn exact_time(rng: &mut StdRng, records: &Records, app: i64, receive: bool) -> Option<String> {
@@ -111,7 +127,7 @@ fn random_query(rng: &mut StdRng, records: &Records) -> String {
             if query.contains(&format!("&{name}=")) {
                 continue;
             }
-            if let Some(Some(value)) = row.iter().find(|(n, _)| n == name).map(|(_, v)| v) {
+            if let Some(Some(value)) = row.iter().find(|(n, _)| n == field_of(name)).map(|(_, v)| v) {
                 let encoded: String = value.bytes().map(|b| format!("%{b:02X}")).collect();
                 query.push_str(&format!("&{name}={encoded}"));
             }

@@ -95,7 +95,7 @@ fn check_request(request: &ExportRequest, expected: &Expected) -> Result<(), Tes
     prop_assert_eq!(request.range().since, expected.since);
     prop_assert_eq!(request.range().until, expected.until);
     prop_assert_eq!(request.date_dimension(), expected.dimension);
-    let fields: Vec<&str> = request.fields().iter().map(|f| f.name()).collect();
+    let fields: Vec<&str> = request.columns().iter().map(|c| c.name.as_str()).collect();
     prop_assert_eq!(fields, expected.fields.iter().map(String::as_str).collect::<Vec<_>>());
     let filters: Vec<(String, ExpectedValue)> = request
         .filters()
@@ -322,7 +322,7 @@ fn fixed_hostile_cases_hold_to_the_model() {
             }
         }
     }
-    let limits = RequestPolicy { max_limit: Some(10) };
+    let limits = RequestPolicy { max_limit: Some(10), ..RequestPolicy::default() };
     for limit in ["0", "10", "11", "18446744073709551615", "18446744073709551616", "-1"] {
         let q = format!("{BASE}&limit={limit}");
         if let Err(e) = check_query(&q, &limits) {

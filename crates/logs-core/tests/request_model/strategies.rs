@@ -164,7 +164,7 @@ pub fn valid_request() -> impl Strategy<Value = ValidRequest> {
                     skip: matches!(skip, Some("true" | "1")),
                     parts,
                 };
-                let policy = RequestPolicy { max_limit: max };
+                let policy = RequestPolicy { max_limit: max, ..RequestPolicy::default() };
                 (Just(pairs).prop_shuffle(), Just(expected), Just(policy))
             },
         )
@@ -332,5 +332,5 @@ pub fn hostile_query() -> impl Strategy<Value = String> {
 
 pub fn policy() -> impl Strategy<Value = RequestPolicy> {
     prop::option::of(prop_oneof![1u64..=100, Just(u64::MAX)])
-        .prop_map(|max_limit| RequestPolicy { max_limit })
+        .prop_map(|max_limit| RequestPolicy { max_limit, ..RequestPolicy::default() })
 }

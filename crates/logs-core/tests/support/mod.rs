@@ -12,7 +12,10 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use futures::StreamExt;
 use logs_core::part::record_part;
-use logs_core::{Engine, EngineConfig, ExportRequest, ExportStream, Field, FilterValue};
+use logs_core::{
+    ColumnSource, Engine, EngineConfig, ExportRequest, ExportStream, Field, FieldAliases, FilterValue,
+    RequestPolicy,
+};
 
 /// A row as text: `None` for null. Integers in decimal.
 pub type Row = Vec<Option<String>>;
@@ -41,13 +44,29 @@ pub fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
 }
 
-pub fn engine(root: &Path) -> Engine {
-    Engine::open(root, EngineConfig { target_partitions: 2, batch_size: 1000, ..EngineConfig::default() })
-        .unwrap()
+/// The aliases of the tests' engines: two aliases and two absent fields.
+pub fn test_aliases() -> FieldAliases {
+    FieldAliases::from_toml(
+        "[aliases]\nappmetrica_device_id = \"service_device_id\"\ntown = \"city\"\n\
+         [absent]\noaid = \"string\"\nlevel = \"integer\"\n",
+    )
+    .unwrap()
 }
 
+pub fn engine(root: &Path) -> Engine {
+    let config = EngineConfig {
+        target_partitions: 2,
+        batch_size: 1000,
+        aliases: test_aliases(),
+        ..EngineConfig::default()
+    };
+    Engine::open(root, config).unwrap()
+}
+
+/// `query` validated as [`engine`] validates it (with [`test_aliases`]).
 pub fn request(query: &str) -> ExportRequest {
-    ExportRequest::parse(query, &Default::default()).unwrap_or_else(|e| panic!("{query}: {e}"))
+    let policy = RequestPolicy { aliases: test_aliases(), ..RequestPolicy::default() };
+    ExportRequest::parse(query, &policy).unwrap_or_else(|e| panic!("{query}: {e}"))
 }
 
 /// Runs the export and returns its rows as text.
@@ -60,7 +79,7 @@ pub async fn engine_rows(engine: &Engine, request: &ExportRequest) -> Vec<Row> {
 pub async fn export_rows(engine: &Engine, request: &ExportRequest) -> (Vec<Row>, ExportStream) {
     let mut export = engine.export(request).await.unwrap();
     let names: Vec<_> = export.schema().fields().iter().map(|f| f.name().clone()).collect();
-    let expected: Vec<_> = request.fields().iter().map(|f| f.name().to_owned()).collect();
+    let expected: Vec<_> = request.columns().iter().map(|c| c.name.clone()).collect();
     assert_eq!(names, expected, "output columns must be the requested fields, in order");
     let mut rows = Vec::new();
     while let Some(batch) = export.next().await {
@@ -189,14 +208,12 @@ impl Records {
             })
             .map(|(app, row)| {
                 request
-                    .fields()
+                    .columns()
                     .iter()
-                    .map(|f| {
-                        if *f == Field::APPLICATION_ID {
-                            Some(app.to_string())
-                        } else {
-                            Self::value(row, f.name()).map(str::to_owned)
-                        }
+                    .map(|c| match c.source {
+                        ColumnSource::Field(Field::APPLICATION_ID) => Some(app.to_string()),
+                        ColumnSource::Field(f) => Self::value(row, f.name()).map(str::to_owned),
+                        ColumnSource::Absent(_) => None,
                     })
                     .collect()
             })
