@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use futures::StreamExt;
-use logs_core::{Engine, EngineConfig, Error, ExportRequest, ExportStream, QueryPairs, RequestError};
-use logs_format::{Encoder, EncoderOptions, Format};
+use logs_core::{
+    Engine, EngineConfig, Error, ExportRequest, ExportStream, FieldAliases, QueryPairs, RequestError,
+};
+use logs_format::{Encoder, EncoderOptions, Format, JsonIntegers};
 
 use crate::Failure;
 
@@ -73,6 +75,36 @@ pub struct ExportArgs {
     #[arg(long, env = "LOGS_BATCH_SIZE", default_value_t = EngineConfig::default().batch_size,
           value_parser = batch_size_parser())]
     batch_size: usize,
+
+    #[command(flatten)]
+    names: NamingArgs,
+}
+
+/// How names and values are written, shared by `export` and `serve`.
+#[derive(Debug, Args)]
+pub(crate) struct NamingArgs {
+    /// A TOML file of other names for fields (`[aliases]`) and of fields the dataset does not
+    /// hold (`[absent]`), e.g. examples/original-api-aliases.toml for clients of the original API.
+    #[arg(long, env = "LOGS_FIELD_ALIASES", value_name = "FILE")]
+    pub(crate) field_aliases: Option<PathBuf>,
+    /// How JSON writes integer fields: `string` (quoted, as the original API does: exact in
+    /// readers that parse numbers as doubles, like JavaScript) or `number`.
+    #[arg(long, env = "LOGS_JSON_INTEGERS", default_value_t = JsonIntegers::default())]
+    pub(crate) json_integers: JsonIntegers,
+}
+
+impl NamingArgs {
+    /// The aliases of `--field-aliases`: none without it. A file that cannot be read is a
+    /// failure (exit 1); one that does not say what it should, bad usage (exit 2).
+    pub(crate) fn aliases(&self) -> Result<FieldAliases, Failure> {
+        let Some(path) = &self.field_aliases else {
+            return Ok(FieldAliases::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the field aliases (--field-aliases {})", path.display()))?;
+        FieldAliases::from_toml(&text)
+            .map_err(|e| Failure::Usage(format!("--field-aliases {}: {e}", path.display())))
+    }
 }
 
 /// `--batch-size` of `export` and `serve`: 1 to 1 Mi rows, so that a typo cannot ask the
@@ -101,6 +133,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         // otherwise fill DataFusion's default 50 MiB.
         metadata_cache_limit: 8 << 20,
         batch_size: args.batch_size,
+        aliases: args.names.aliases()?,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {
@@ -123,7 +156,9 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         return Ok(());
     }
 
-    let options = EncoderOptions::default().with_bom(request.use_utf8_bom());
+    let options = EncoderOptions::default()
+        .with_bom(request.use_utf8_bom())
+        .with_json_integers(args.names.json_integers);
     match &args.output {
         None => {
             drop(encode(&mut export, format, std::io::stdout().lock(), options).await?);

@@ -113,6 +113,9 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_GZIP_LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     gzip_level: u32,
 
+    #[command(flatten)]
+    names: crate::export::NamingArgs,
+
     /// Log format on stderr.
     #[arg(long, env = "LOGS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -165,6 +168,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         target_partitions: args.target_partitions,
         memory_limit: args.memory_limit,
         batch_size: args.batch_size,
+        aliases: args.names.aliases()?,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {
@@ -182,6 +186,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         first_byte_timeout: args.first_byte_timeout,
         chunk_queue: args.chunk_queue,
         gzip_level: args.gzip_level,
+        json_integers: args.names.json_integers,
         ..Settings::default()
     };
     let options = ServeOptions {

@@ -7,7 +7,14 @@ use std::process::{Command, Output, Stdio};
 
 fn logs() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_logs"));
-    for name in ["LOGS_DATA", "LOGS_MAX_LIMIT", "LOGS_TARGET_PARTITIONS", "LOGS_BATCH_SIZE"] {
+    for name in [
+        "LOGS_DATA",
+        "LOGS_MAX_LIMIT",
+        "LOGS_TARGET_PARTITIONS",
+        "LOGS_BATCH_SIZE",
+        "LOGS_FIELD_ALIASES",
+        "LOGS_JSON_INTEGERS",
+    ] {
         command.env_remove(name);
     }
     command

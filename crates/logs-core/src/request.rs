@@ -129,7 +129,7 @@ impl ExportRequest {
                 let ColumnSource::Field(field) = source else {
                     return Err(RequestError::new(
                         name,
-                        "names a field this dataset does not hold: it may be requested in `fields`,                          where it is always empty, but not used as a filter",
+                        "names a field this dataset does not hold: it may be requested in `fields`, where it is always empty, but not used as a filter",
                     ));
                 };
                 filters.push(Filter { field, value: parse_filter_value(name, field, value)? });

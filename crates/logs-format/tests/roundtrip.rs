@@ -82,7 +82,7 @@ fn records_of_lines(text: &str) -> Vec<String> {
     let mut record = String::new();
     for line in split_lines(text) {
         record.push_str(line);
-        if record.matches('"').count() % 2 == 0 {
+        if record.matches('"').count().is_multiple_of(2) {
             records.push(std::mem::take(&mut record));
         }
     }

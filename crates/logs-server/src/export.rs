@@ -91,7 +91,9 @@ pub async fn export_errors(
     }
     state.metrics().add_skipped_files(skipped as u64);
 
-    let options = EncoderOptions::default().with_bom(request.use_utf8_bom());
+    let options = EncoderOptions::default()
+        .with_bom(request.use_utf8_bom())
+        .with_json_integers(state.settings().json_integers);
     let pending = Arc::new(Mutex::new(VecDeque::new()));
     let writer = ChunkWriter { pending: pending.clone(), metrics: state.metrics().clone() };
     let encoder = match Encoder::new(format, writer, &stream.schema(), options) {

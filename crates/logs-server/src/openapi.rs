@@ -14,8 +14,13 @@
 //! one handler serves both export routes, and the parameters and error answers are computed
 //! from the tables above, which attribute macros cannot iterate.
 //!
-//! The checked-in copy is `docs/openapi.json`; a test fails when it differs from
-//! [`document_json`] (`UPDATE_OPENAPI=1 cargo test -p logs-server --test openapi` rewrites it).
+//! What the document says of the export also depends on two operator settings, given as
+//! [`DocumentSettings`]: the field aliases (extra names for `fields` and the filters) and how
+//! JSON writes integers. `GET /openapi.json` describes the running service's settings.
+//!
+//! The checked-in copy is `docs/openapi.json`, the document of the default settings; a test
+//! fails when it differs from [`document_json`] (`UPDATE_OPENAPI=1 cargo test -p logs-server
+//! --test openapi` rewrites it).
 
 mod errors;
 mod export;
@@ -23,8 +28,11 @@ mod export;
 use errors::{component_name, error_body_schema, error_responses, error_type_schema};
 use export::{export_parameters, export_schema, record_schema};
 
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
+use logs_core::FieldAliases;
+use logs_format::JsonIntegers;
 use serde_json::Value;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, PathItem};
@@ -40,6 +48,7 @@ use utoipa::openapi::{
 
 use crate::auth::READ_SCOPE;
 use crate::management::ApplicationList;
+use crate::state::AppState;
 
 /// The route of the document.
 pub const OPENAPI_PATH: &str = "/openapi.json";
@@ -57,23 +66,43 @@ const HEALTHZ: &str = "/healthz";
 const OPTIONAL_HEADERS: [(&str, &str); 3] =
     [("Forbidden", "WWW-Authenticate"), ("ServiceUnavailable", "Retry-After"), ("200", "Content-Encoding")];
 
-/// The handler of `GET /openapi.json`.
-pub async fn serve_document() -> Response {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"))], document_json())
+/// The operator settings the document describes. `Default` gives the document of a service
+/// without aliases that writes JSON integers as strings: the checked-in `docs/openapi.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocumentSettings {
+    pub aliases: FieldAliases,
+    pub json_integers: JsonIntegers,
+}
+
+impl DocumentSettings {
+    /// The settings of a running service.
+    pub fn of(state: &AppState) -> DocumentSettings {
+        DocumentSettings {
+            aliases: state.engine().policy().aliases.clone(),
+            json_integers: state.settings().json_integers,
+        }
+    }
+}
+
+/// The handler of `GET /openapi.json`: the document of this service's settings.
+pub async fn serve_document(State(state): State<AppState>) -> Response {
+    let document = document_json(&DocumentSettings::of(&state));
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"))], document)
         .into_response()
 }
 
-/// The document as pretty JSON with a final newline, as checked in at `docs/openapi.json`.
-pub fn document_json() -> String {
-    let mut text = serde_json::to_string_pretty(&document()).unwrap_or_default();
+/// The document as pretty JSON with a final newline, as checked in at `docs/openapi.json`
+/// (with the default settings).
+pub fn document_json(settings: &DocumentSettings) -> String {
+    let mut text = serde_json::to_string_pretty(&document(settings)).unwrap_or_default();
     text.push('\n');
     text
 }
 
 /// The document as JSON: [`api_doc`], with `required: true` on the response headers that
 /// are always sent (utoipa's header object has no `required`).
-pub fn document() -> Value {
-    let mut doc = serde_json::to_value(api_doc()).unwrap_or(Value::Null);
+pub fn document(settings: &DocumentSettings) -> Value {
+    let mut doc = serde_json::to_value(api_doc(settings)).unwrap_or(Value::Null);
     if let Some(responses) = doc.pointer_mut("/components/responses").and_then(Value::as_object_mut) {
         for (name, response) in responses {
             mark_required_headers(name, response);
@@ -103,7 +132,7 @@ fn mark_required_headers(response_name: &str, response: &mut Value) {
 }
 
 /// The document as utoipa's model.
-pub fn api_doc() -> OpenApi {
+pub fn api_doc(settings: &DocumentSettings) -> OpenApi {
     let security = SecurityRequirement::new(SECURITY_SCHEME, Vec::<String>::new());
     OpenApiBuilder::new()
         .info(
@@ -115,8 +144,8 @@ pub fn api_doc() -> OpenApi {
         )
         .paths(
             PathsBuilder::new()
-                .path(EXPORT_CSV, PathItem::new(HttpMethod::Get, export_operation(Export::Csv)))
-                .path(EXPORT_JSON, PathItem::new(HttpMethod::Get, export_operation(Export::Json)))
+                .path(EXPORT_CSV, PathItem::new(HttpMethod::Get, export_operation(Export::Csv, settings)))
+                .path(EXPORT_JSON, PathItem::new(HttpMethod::Get, export_operation(Export::Json, settings)))
                 .path(APPLICATIONS, PathItem::new(HttpMethod::Get, applications_operation()))
                 .path(HEALTHZ, PathItem::new(HttpMethod::Get, healthz_operation()))
                 .path(OPENAPI_PATH, PathItem::new(HttpMethod::Get, openapi_operation())),
@@ -125,7 +154,7 @@ pub fn api_doc() -> OpenApi {
             .url("http://127.0.0.1:8080")
             .description(Some("`logs serve` with its default `--listen`"))
             .build()]))
-        .components(Some(components().build()))
+        .components(Some(components(settings).build()))
         .security(Some([security]))
         .tags(Some([
             TagBuilder::new().name("export").description(Some("The error-log export (spec §4.1).")).build(),
@@ -162,7 +191,7 @@ enum Export {
     Json,
 }
 
-fn export_operation(format: Export) -> Operation {
+fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
     let (id, summary, media, body): (&str, &str, &str, RefOr<Schema>) = match format {
         Export::Csv => (
             "exportErrorsCsv",
@@ -172,9 +201,12 @@ fn export_operation(format: Export) -> Operation {
                 .schema_type(Type::String)
                 .description(Some(
                     "A header row of the requested names, then one line per record; every line ends \
-                     with LF. RFC 4180 quoting: a value containing a comma, a double quote, CR or LF is \
-                     enclosed in double quotes with inner quotes doubled; nothing else is quoted. A null \
-                     is an empty cell, an empty string `\"\"`. Zero rows give the header alone.",
+                     with LF. RFC 4180 quoting, extended to every line break: a value containing a comma, \
+                     a double quote or a line break (CR, LF, VT, FF, U+001C to U+001E, NEL, U+2028, \
+                     U+2029) is enclosed in double quotes with inner quotes doubled; nothing else is \
+                     quoted. A null is an empty cell, an empty string `\"\"`; in a one-column export a \
+                     null is written as `\"\"` too, so that no record is an empty line. Zero rows give \
+                     the header alone.",
                 ))
                 .into(),
         ),
@@ -191,8 +223,8 @@ fn export_operation(format: Export) -> Operation {
             "The export, streamed in chunks (no `Content-Length`). The status is sent once the query has \
              produced its first rows (or ended), so every failure before that gets an error status; a \
              failure after it aborts the connection without the final chunk, so that a short export \
-             never looks complete. With `use_utf8_bom=true` the body starts with EF BB BF (also in \
-             JSON). Rows come in no guaranteed order.",
+             never looks complete. With `use_utf8_bom=true` a CSV body starts with EF BB BF; a JSON \
+             body never does. Rows come in no guaranteed order.",
         )
         .content(media, ContentBuilder::new().schema(Some(body)).build())
         .header(
@@ -222,7 +254,7 @@ fn export_operation(format: Export) -> Operation {
          once; an unknown name is refused (400, with a suggestion for a typo)."
     );
     operation("export", id, summary, &description, &["400", "401", "403", "414", "429", "431", "500", "503"])
-        .parameters(Some(export_parameters()))
+        .parameters(Some(export_parameters(&settings.aliases)))
         .response("200", ok)
         .build()
 }
@@ -332,7 +364,7 @@ fn request_id_header() -> Header {
     )
 }
 
-fn components() -> ComponentsBuilder {
+fn components(settings: &DocumentSettings) -> ComponentsBuilder {
     let scheme = ApiKeyValue::with_description(
         "Authorization",
         "An OAuth access token: the header's value is `OAuth <token>` (the scheme word `Bearer` is \
@@ -344,7 +376,7 @@ fn components() -> ComponentsBuilder {
         .schema("ErrorBody", error_body_schema())
         .schema("ErrorType", error_type_schema())
         .schema("ErrorExport", export_schema())
-        .schema("ErrorRecord", record_schema())
+        .schema("ErrorRecord", record_schema(settings))
         .schema("Health", health_schema())
         .schema_from::<ApplicationList>()
         .schema_from::<crate::management::Application>();
@@ -370,7 +402,7 @@ mod tests {
 
     #[test]
     fn headers_are_required_unless_listed() {
-        let doc = document();
+        let doc = document(&DocumentSettings::default());
         let header = |pointer: &str| doc.pointer(pointer).cloned().unwrap_or(Value::Null);
         assert_eq!(header("/components/responses/TooManyRequests/headers/Retry-After/required"), json!(true));
         assert_eq!(

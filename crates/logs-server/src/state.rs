@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logs_core::Engine;
+use logs_format::JsonIntegers;
 
 use crate::auth::Authenticator;
 use crate::limits::ExportLimiter;
@@ -37,11 +38,14 @@ pub struct Settings {
     pub retry_after: Duration,
     /// gzip level, 1 (fastest) to 9 (smallest).
     pub gzip_level: u32,
+    /// How JSON exports write integers: quoted strings (the default, as the original API does:
+    /// exact for readers that parse numbers as doubles) or numbers.
+    pub json_integers: JsonIntegers,
 }
 
 impl Default for Settings {
     /// 8 exports at once, 2 per token; 8 KiB target, 16 KiB headers; 60 s to the first byte;
-    /// 4 chunks queued; `Retry-After: 5`; gzip level 1.
+    /// 4 chunks queued; `Retry-After: 5`; gzip level 1; JSON integers as strings.
     fn default() -> Settings {
         Settings {
             max_exports: 8,
@@ -52,6 +56,7 @@ impl Default for Settings {
             chunk_queue: 4,
             retry_after: Duration::from_secs(5),
             gzip_level: 1,
+            json_integers: JsonIntegers::default(),
         }
     }
 }

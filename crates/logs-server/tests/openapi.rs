@@ -12,7 +12,7 @@ use common::*;
 use http::{HeaderMap, Method, StatusCode};
 use logs_server::Settings;
 use logs_server::auth::TokenHash;
-use logs_server::openapi::{OPENAPI_PATH, document, document_json};
+use logs_server::openapi::{DocumentSettings, OPENAPI_PATH, document, document_json};
 use serde_json::Value;
 
 fn checked_in_path() -> PathBuf {
@@ -22,7 +22,7 @@ fn checked_in_path() -> PathBuf {
 #[test]
 fn the_checked_in_document_is_the_codes() {
     let path = checked_in_path();
-    let generated = document_json();
+    let generated = document_json(&DocumentSettings::default());
     if std::env::var_os("UPDATE_OPENAPI").is_some() {
         std::fs::write(&path, &generated).unwrap();
         return;
@@ -38,7 +38,7 @@ fn the_checked_in_document_is_the_codes() {
 
 #[test]
 fn the_document_covers_the_api() {
-    let doc = document();
+    let doc = document(&DocumentSettings::default());
     assert_eq!(doc["openapi"], "3.1.0");
     let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
     assert_eq!(
@@ -97,7 +97,49 @@ async fn served_to_any_valid_token_only() {
         let (status, headers, body) = get(&app, OPENAPI_PATH, Some(token)).await;
         assert_eq!(status, StatusCode::OK);
         assert!(headers[http::header::CONTENT_TYPE].to_str().unwrap().starts_with("application/json"));
-        assert_eq!(body, document_json().as_bytes());
+        assert_eq!(body, document_json(&DocumentSettings::default()).as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn the_served_document_shows_the_operators_aliases_and_integers() {
+    let aliases = logs_core::FieldAliases::from_toml(
+        "[aliases]\nappmetrica_device_id = \"service_device_id\"\n[absent]\noaid = \"string\"\n",
+    )
+    .unwrap();
+    let config = logs_core::EngineConfig { aliases, ..logs_core::EngineConfig::default() };
+    for json_integers in logs_format::JsonIntegers::ALL {
+        let settings = Settings { json_integers, ..Settings::default() };
+        let state =
+            logs_server::AppState::new(engine(small_dataset(), config.clone()), token_auth(), settings)
+                .unwrap();
+        let app = logs_server::app(state);
+        let (status, _, body) = get(&app, OPENAPI_PATH, Some(READER)).await;
+        assert_eq!(status, StatusCode::OK);
+        let doc = json(&body);
+        let parameters = doc["paths"]["/logs/v1/export/errors.csv"]["get"]["parameters"].as_array().unwrap();
+        let find = |name: &str| parameters.iter().find(|p| p["name"] == name);
+        // The alias is a filter with its field's type; the absent field is not a filter.
+        let alias = find("appmetrica_device_id").expect("the alias is a filter");
+        assert_eq!(alias["schema"]["type"], "integer");
+        assert!(alias["description"].as_str().unwrap().contains("another name of `service_device_id`"));
+        assert!(find("oaid").is_none());
+        let fields = find("fields").unwrap();
+        let values = fields["schema"]["items"]["enum"].as_array().unwrap();
+        assert!(
+            values.contains(&Value::from("appmetrica_device_id")) && values.contains(&Value::from("oaid"))
+        );
+        assert!(fields["description"].as_str().unwrap().contains("`oaid` (string, not held by this dataset"));
+        let record = &doc["components"]["schemas"]["ErrorRecord"]["properties"];
+        let expected = match json_integers {
+            logs_format::JsonIntegers::Strings => serde_json::json!(["string", "null"]),
+            logs_format::JsonIntegers::Numbers => serde_json::json!(["integer", "null"]),
+        };
+        assert_eq!(record["appmetrica_device_id"]["type"], expected);
+        assert_eq!(record["service_device_id"]["type"], expected);
+        assert_eq!(record["oaid"]["type"], serde_json::json!(["string", "null"]));
+        let served = DocumentSettings { aliases: config.aliases.clone(), json_integers };
+        assert_eq!(body, document_json(&served).as_bytes());
     }
 }
 
@@ -106,7 +148,7 @@ async fn served_to_any_valid_token_only() {
 /// body matches the schema, the required headers are there.
 #[tokio::test]
 async fn real_answers_match_the_document() {
-    let doc = document();
+    let doc = document(&DocumentSettings::default());
     let settings = Settings { max_exports: 3, ..Settings::default() };
     let state = state(small_dataset(), settings);
     let app = logs_server::app(state.clone());

@@ -2,7 +2,8 @@
 //! field filters) and the schema of its JSON body.
 
 use logs_core::request::MAX_PARTS;
-use logs_core::{Field, FieldType};
+use logs_core::{ColumnSource, Field, FieldAliases, FieldType};
+use logs_format::JsonIntegers;
 use serde_json::{Value, json};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn, ParameterStyle};
 use utoipa::openapi::schema::{
@@ -10,10 +11,11 @@ use utoipa::openapi::schema::{
 };
 use utoipa::openapi::{KnownFormat, Ref, RefOr, Required};
 
-use super::integer;
+use super::{DocumentSettings, integer};
 
-/// The query parameters of the export (spec §4.1), the field filters last.
-pub(super) fn export_parameters() -> Vec<Parameter> {
+/// The query parameters of the export (spec §4.1), the field filters last (those of the
+/// aliases after the fields').
+pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
     let datetime = |end: &str| {
         ObjectBuilder::new().schema_type(Type::String).pattern(Some(DATETIME_PATTERN)).description(Some(
             format!("`yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd` (UTC); a date alone means {end} of the day"),
@@ -45,7 +47,7 @@ pub(super) fn export_parameters() -> Vec<Parameter> {
              23:59:59). May not be before `date_since`.",
             Some(json!("2026-10-07 23:59:59")),
         ),
-        fields_parameter(),
+        fields_parameter(aliases),
         query_parameter(
             "date_dimension",
             false,
@@ -69,7 +71,8 @@ pub(super) fn export_parameters() -> Vec<Parameter> {
             "use_utf8_bom",
             false,
             boolean(),
-            "Start the output with a UTF-8 byte order mark (EF BB BF), in both formats. `true`, \
+            "Start a CSV output with a UTF-8 byte order mark (EF BB BF). Accepted for JSON too, \
+             where it has no effect: a JSON text must not begin with one (RFC 8259 §8.1). `true`, \
              `false`, `1` or `0`; default `false`.",
             None,
         ),
@@ -100,7 +103,13 @@ pub(super) fn export_parameters() -> Vec<Parameter> {
             None,
         ),
     ];
-    parameters.extend(Field::all().filter(|f| *f != Field::APPLICATION_ID).map(filter_parameter));
+    parameters
+        .extend(Field::all().filter(|f| *f != Field::APPLICATION_ID).map(|f| filter_parameter(f.name(), f)));
+    for (alias, source) in aliases.iter() {
+        if let ColumnSource::Field(field) = source {
+            parameters.push(filter_parameter(alias, field));
+        }
+    }
     parameters
 }
 
@@ -108,21 +117,31 @@ pub(super) fn export_parameters() -> Vec<Parameter> {
 const DATETIME_PATTERN: &str =
     "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])( ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9])?$";
 
-fn fields_parameter() -> Parameter {
-    let names: Vec<&str> = Field::all().map(Field::name).collect();
+fn fields_parameter(aliases: &FieldAliases) -> Parameter {
+    let mut names: Vec<&str> = Field::all().map(Field::name).collect();
+    names.extend(aliases.iter().map(|(alias, _)| alias));
     let list: Vec<String> =
         Field::all().map(|f| format!("`{}` ({})", f.name(), type_name(f.field_type()))).collect();
     let schema = ArrayBuilder::new()
         .items(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names)))
         .min_items(Some(1))
         .unique_items(true);
-    let description = format!(
+    let mut description = format!(
         "The fields to return, comma-separated (`fields=error_id,os_name`), in the order of the \
          output's columns. Any subset of the {} fields, each at most once; spaces around names are \
          ignored. Allowed: {}.",
         Field::all().len(),
         list.join(", ")
     );
+    if !aliases.is_empty() {
+        let described: Vec<String> =
+            aliases.iter().map(|(alias, source)| describe_alias(alias, source)).collect();
+        description.push_str(&format!(
+            " This service also accepts these names, set by its operator; the output names each \
+             column as requested: {}.",
+            described.join(", ")
+        ));
+    }
     let mut parameter = query_parameter(
         "fields",
         true,
@@ -135,8 +154,19 @@ fn fields_parameter() -> Parameter {
     parameter
 }
 
-/// An equality filter: the field's name as a parameter, with the field's type.
-fn filter_parameter(field: Field) -> Parameter {
+/// How the document lists an alias or an absent field.
+fn describe_alias(alias: &str, source: ColumnSource) -> String {
+    match source {
+        ColumnSource::Field(field) => format!("`{alias}` (another name of `{field}`)"),
+        ColumnSource::Absent(kind) => {
+            format!("`{alias}` ({}, not held by this dataset: always null, not a filter)", type_name(kind))
+        }
+    }
+}
+
+/// An equality filter on `field`, named `name` (the field's name or an alias), with the
+/// field's type.
+fn filter_parameter(name: &str, field: Field) -> Parameter {
     let schema: RefOr<Schema> = match field.field_type() {
         FieldType::String => ObjectBuilder::new().schema_type(Type::String).into(),
         FieldType::Int64 => integer(Some(i64::MIN), Some(i64::MAX))
@@ -146,14 +176,15 @@ fn filter_parameter(field: Field) -> Parameter {
             integer(Some(0u64), Some(u64::MAX)).format(Some(SchemaFormat::Custom("uint64".into()))).into()
         }
     };
+    let alias =
+        if name == field.name() { String::new() } else { format!(" `{name}` is another name of `{field}`.") };
     let description = format!(
-        "Equality filter on `{name}` ({kind}): only records whose `{name}` equals this value exactly \
-         (case-sensitive; a null never matches). {meaning}",
-        name = field.name(),
+        "Equality filter on `{field}` ({kind}): only records whose `{field}` equals this value exactly \
+         (case-sensitive; a null never matches). {meaning}{alias}",
         kind = type_name(field.field_type()),
         meaning = field_meaning(field),
     );
-    query_parameter(field.name(), false, schema, &description, None)
+    query_parameter(name, false, schema, &description, None)
 }
 
 fn query_parameter(
@@ -235,24 +266,44 @@ pub(super) fn export_schema() -> ObjectBuilder {
         .additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }
 
-/// One record: any of the fields, with the types of spec §2.1, null when absent.
-pub(super) fn record_schema() -> ObjectBuilder {
-    let mut record = ObjectBuilder::new().schema_type(Type::Object).description(Some(
-        "One error record: exactly the fields named in `fields`, in that order. Integer fields are \
-         JSON numbers (exact up to 2^64 − 1); strings are escaped per RFC 8259; a missing value is \
-         `null`.",
-    ));
-    for field in Field::all() {
-        let (kind, format) = match field.field_type() {
-            FieldType::String => (Type::String, None),
-            FieldType::Int64 => (Type::Integer, Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
-            FieldType::UInt64 => (Type::Integer, Some(SchemaFormat::Custom("uint64".into()))),
+/// One record: any of the fields (and aliases), with the types of spec §2.1, null when absent.
+pub(super) fn record_schema(settings: &DocumentSettings) -> ObjectBuilder {
+    let integers = match settings.json_integers {
+        JsonIntegers::Strings => {
+            "Integer fields are quoted decimal strings (`\"18446744073709551615\"`), \
+             as the original API writes them, so that no reader can round them"
+        }
+        JsonIntegers::Numbers => "Integer fields are JSON numbers (exact up to 2^64 − 1)",
+    };
+    let mut record = ObjectBuilder::new().schema_type(Type::Object).description(Some(format!(
+        "One error record: exactly the fields named in `fields`, in that order, each under the name \
+         requested. {integers}; strings are escaped per RFC 8259 (and NEL, U+2028, U+2029 as `\\u` \
+         escapes); a missing value is `null`."
+    )));
+    let property = |kind: FieldType, description: &str| {
+        let integer = kind.is_integer();
+        let (kind, format) = match (kind, settings.json_integers) {
+            (FieldType::String, _) => (Type::String, None),
+            (_, JsonIntegers::Strings) => (Type::String, None),
+            (FieldType::Int64, JsonIntegers::Numbers) => {
+                (Type::Integer, Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            }
+            (FieldType::UInt64, JsonIntegers::Numbers) => {
+                (Type::Integer, Some(SchemaFormat::Custom("uint64".into())))
+            }
         };
-        let property = ObjectBuilder::new()
+        let pattern = (kind == Type::String && integer).then_some("^-?[0-9]+$");
+        ObjectBuilder::new()
             .schema_type(SchemaType::from_iter([kind, Type::Null]))
             .format(format)
-            .description(Some(field_meaning(field)));
-        record = record.property(field.name(), property);
+            .pattern(pattern)
+            .description(Some(description))
+    };
+    for field in Field::all() {
+        record = record.property(field.name(), property(field.field_type(), field_meaning(field)));
+    }
+    for (alias, source) in settings.aliases.iter() {
+        record = record.property(alias, property(source.field_type(), &describe_alias(alias, source)));
     }
     record.additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }
