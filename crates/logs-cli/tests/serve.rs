@@ -2,90 +2,14 @@
 //! command's URL answers with exactly what `logs export` writes for the same query; a missing
 //! or wrong token gets 401; SIGTERM stops it cleanly.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const LOGS: &str = env!("CARGO_BIN_EXE_logs");
+mod common;
 
-/// A running `logs serve`, killed if the test fails before stopping it.
-struct Served {
-    child: Child,
-    token: String,
-    curl_url: String,
-    base: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn logs_command() -> Command {
-    let mut command = Command::new(LOGS);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("LOGS_") {
-            command.env_remove(name);
-        }
-    }
-    // One partition: rows come in file order, so bodies compare byte for byte.
-    command.env("LOGS_TARGET_PARTITIONS", "1");
-    command
-}
-
-fn serve(data: &Path) -> Served {
-    serve_with(data, &[], Stdio::null())
-}
-
-/// `logs serve` with more flags, its log going to `stderr`.
-fn serve_with(data: &Path, flags: &[&str], stderr: Stdio) -> Served {
-    let mut child = logs_command()
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-        .arg(data)
-        .args(flags)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("start logs serve");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if tx.send(line.unwrap()).is_err() {
-                return;
-            }
-        }
-    });
-    let mut printed = Vec::new();
-    let curl = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no curl line in {printed:#?}"));
-        if line.trim_start().starts_with("curl ") {
-            break line;
-        }
-        printed.push(line);
-    };
-    // curl -H 'Authorization: OAuth <token>' '<url>'
-    let parts: Vec<&str> = curl.split('\'').collect();
-    let token =
-        parts[1].strip_prefix("Authorization: OAuth ").expect("the header in the curl command").to_owned();
-    let curl_url = parts[3].to_owned();
-    let base = curl_url.split("/logs/").next().unwrap().to_owned();
-    assert!(printed.iter().any(|l| l.trim() == token), "the token on a line of its own: {printed:#?}");
-    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
-    Served { child, token, curl_url, base }
-}
-
-fn export(data: &Path, target: &str) -> Vec<u8> {
-    let output = logs_command().args(["export", "--data"]).arg(data).arg(target).output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    output.stdout
-}
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_curl_command_works_and_matches_logs_export() {

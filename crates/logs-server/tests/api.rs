@@ -56,6 +56,54 @@ async fn json_export_and_bom() {
 
     let (_, _, body) = get(&app, &format!("{EXPORT_CSV}&use_utf8_bom=true&limit=1"), Some(READER)).await;
     assert!(body.starts_with(b"\xEF\xBB\xBFerror_datetime,"));
+    // JSON accepts the parameter and never starts with a byte order mark.
+    let (status, _, body) = get(&app, &format!("{uri}&use_utf8_bom=true"), Some(READER)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.starts_with(b"{\"data\":["));
+    assert_eq!(json(&body)["data"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn aliases_work_wherever_field_names_do() {
+    let aliases = logs_core::FieldAliases::from_toml(
+        "[aliases]\nappmetrica_device_id = \"service_device_id\"\ntown = \"city\"\n[absent]\noaid = \"string\"\n",
+    )
+    .unwrap();
+    let config = EngineConfig { target_partitions: 1, aliases, ..EngineConfig::default() };
+    let app = logs_server::app(
+        AppState::new(engine(small_dataset(), config), token_auth(), Settings::default()).unwrap(),
+    );
+    let base = "/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-03";
+
+    // The header says what was asked; the values are the field's; an absent field is empty.
+    let (status, _, by_alias) =
+        get(&app, &format!("{base}&fields=appmetrica_device_id,oaid,town&town=Berlin"), Some(READER)).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&by_alias));
+    let (status, _, by_name) =
+        get(&app, &format!("{base}&fields=service_device_id,city&city=Berlin"), Some(READER)).await;
+    assert_eq!(status, StatusCode::OK);
+    let by_alias = String::from_utf8(by_alias.to_vec()).unwrap();
+    let by_name = String::from_utf8(by_name.to_vec()).unwrap();
+    assert!(by_alias.starts_with("appmetrica_device_id,oaid,town\n"), "{by_alias}");
+    let rows: Vec<String> = by_name.lines().skip(1).map(|l| l.replacen(',', ",,", 1)).collect();
+    assert!(rows.len() > 5);
+    assert_eq!(by_alias.lines().skip(1).collect::<Vec<_>>(), rows);
+
+    // Filtering by an alias is filtering by its field; by an absent field, refused.
+    let (_, _, by_alias_filter) = get(&app, &format!("{base}&fields=city&town=Berlin"), Some(READER)).await;
+    let (_, _, by_field_filter) = get(&app, &format!("{base}&fields=city&city=Berlin"), Some(READER)).await;
+    assert_eq!(by_alias_filter, by_field_filter);
+    let (status, _, body) = get(&app, &format!("{base}&fields=city&oaid=x"), Some(READER)).await;
+    let error = error_body(status, &body, "invalid_parameter");
+    assert_eq!(error["errors"][0]["location"], "oaid");
+
+    // A name neither known nor declared is still refused, with a suggestion.
+    let (status, _, body) = get(&app, &format!("{base}&fields=city&twon=Berlin"), Some(READER)).await;
+    let error = error_body(status, &body, "invalid_parameter");
+    assert!(error["message"].as_str().unwrap().contains("did you mean `town`?"), "{error}");
+    let (status, _, body) = get(&app, &format!("{base}&fields=android_id"), Some(READER)).await;
+    let error = error_body(status, &body, "invalid_parameter");
+    assert_eq!(error["errors"][0]["location"], "fields");
 }
 
 #[tokio::test]
