@@ -106,7 +106,7 @@ pub struct ServeArgs {
     /// How long running exports may go on after SIGTERM or SIGINT.
     #[arg(long, env = "LOGS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     shutdown_timeout: Duration,
-    /// Chunks of about 1 MiB an export may encode ahead of a slow client.
+    /// Chunks of about 512 KiB an export may encode ahead of a slow client.
     #[arg(long, env = "LOGS_CHUNK_QUEUE", default_value_t = 4)]
     chunk_queue: usize,
     /// gzip level for clients that accept gzip: 1 (fastest) to 9 (smallest).

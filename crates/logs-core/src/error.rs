@@ -32,8 +32,9 @@ impl RequestError {
 }
 
 /// Quotes a value back in an error message: at most 64 characters, control characters
-/// escaped, so that a huge or hostile parameter cannot make a huge or multi-line error.
-pub(crate) fn quote(value: &str) -> String {
+/// escaped, so that a huge or hostile parameter cannot make a huge or multi-line error. The
+/// HTTP service quotes the name in an error's `location` the same way.
+pub fn quote(value: &str) -> String {
     const MAX: usize = 64;
     let mut out = String::new();
     for (i, c) in value.chars().enumerate() {

@@ -9,7 +9,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::column::{Cell, Columns};
 use crate::output::Output;
-use crate::scan::{find_json_special, line_break_at, write_i64, write_u64};
+use crate::scan::{find_special, json_candidate, line_break_at, write_i64, write_u64};
 use crate::{EncoderOptions, FormatError, JsonIntegers};
 
 /// Streams record batches as one JSON object `{"data":[…]}` with one record object per line.
@@ -143,19 +143,26 @@ fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
     let mut copied = 0;
-    while let Some(special) = find_json_special(text, copied) {
+    while let Some(special) = find_special(text, copied, json_candidate) {
         out.extend_from_slice(&text[copied..special]);
-        let (escaped, length): (&[u8], usize) = match line_break_at(text, special) {
-            2 => (br"\u0085", 2),
-            3 if text[special + 2] == 0xA8 => (br"\u2028", 3),
-            3 => (br"\u2029", 3),
+        let byte = text[special];
+        copied = special + 1;
+        if byte < 0x80 {
+            write_escape(out, byte);
+            continue;
+        }
+        // C2 or E2: NEL, U+2028 or U+2029, or the first byte of another character, which is
+        // copied as it is (its other bytes follow with the next slice).
+        let length = line_break_at(text, special);
+        match length {
+            2 => out.extend_from_slice(br"\u0085"),
+            3 if text[special + 2] == 0xA8 => out.extend_from_slice(br"\u2028"),
+            3 => out.extend_from_slice(br"\u2029"),
             _ => {
-                write_escape(out, text[special]);
-                copied = special + 1;
+                out.push(byte);
                 continue;
             }
-        };
-        out.extend_from_slice(escaped);
+        }
         copied = special + length;
     }
     out.extend_from_slice(&text[copied..]);

@@ -110,9 +110,11 @@ impl Problem {
         }
     }
 
+    /// Names the parameter at fault, cut and escaped as messages quote values (a name is
+    /// client input too).
     fn at(mut self, location: &str) -> Problem {
         if !location.is_empty() {
-            self.location = Some(location.to_owned());
+            self.location = Some(logs_core::error::quote(location));
         }
         self
     }

@@ -55,7 +55,7 @@ pub mod state;
 
 use axum::Router;
 use axum::extract::State;
-use axum::middleware::{from_fn_with_state, map_response};
+use axum::middleware::{from_fn_with_state, map_request, map_response};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderValue, header};
@@ -84,6 +84,7 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), auth::require_token))
         .layer(gzip)
+        .layer(map_request(identity_unless_gzip_accepted))
         .layer(from_fn_with_state(state.clone(), limits::check_request_size))
         .layer(from_fn_with_state(state.clone(), log::access_log))
         .with_state(state);
@@ -91,6 +92,42 @@ pub fn app(state: AppState) -> Router {
     // layers, the 401 included: strip it from everything but a 405, so that a client without a
     // token cannot tell a real route from a made-up one.
     Router::new().fallback_service(routes).layer(map_response(allow_only_on_405))
+}
+
+/// tower-http's compression answers `406` when `Accept-Encoding` accepts neither gzip nor
+/// identity (`identity;q=0`, `*;q=0`), yet keeps the status line's body and headers as they
+/// were: a whole export, or a 401's body, under `406`. RFC 9110 §12.5.3 lets a server answer
+/// such a request without content coding instead, which this service does: the header is
+/// dropped before compression sees it whenever it does not accept gzip. Every answer is then
+/// the one the request would get without the header; none is `406`.
+async fn identity_unless_gzip_accepted(mut request: axum::extract::Request) -> axum::extract::Request {
+    let headers = request.headers();
+    let values = headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok());
+    let accepted = values.collect::<Vec<_>>().join(",");
+    if headers.contains_key(header::ACCEPT_ENCODING) && !accepts_gzip(&accepted) {
+        request.headers_mut().remove(header::ACCEPT_ENCODING);
+    }
+    request
+}
+
+/// Whether an `Accept-Encoding` value accepts gzip: `gzip` (or `x-gzip`) with a weight above
+/// zero, or else `*` with one.
+fn accepts_gzip(value: &str) -> bool {
+    let mut wildcard = None;
+    for item in value.split(',') {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let weight = parts
+            .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match coding.as_str() {
+            "gzip" | "x-gzip" => return weight > 0.0,
+            "*" => wildcard = Some(weight > 0.0),
+            _ => {}
+        }
+    }
+    wildcard.unwrap_or(false)
 }
 
 async fn allow_only_on_405(mut response: Response) -> Response {
@@ -137,5 +174,30 @@ async fn method_not_allowed() -> ApiError {
 pub fn install_tls_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts_gzip;
+
+    #[test]
+    fn gzip_is_accepted_by_name_or_wildcard_with_a_weight() {
+        for yes in [
+            "gzip",
+            "gzip, deflate, br",
+            "GZIP;q=0.5",
+            "x-gzip",
+            "*",
+            "identity;q=0, *;q=0.1",
+            "br, gzip;q=1.0",
+        ] {
+            assert!(accepts_gzip(yes), "{yes}");
+        }
+        for no in
+            ["", "identity", "identity;q=0", "*;q=0", "gzip;q=0", "gzip;q=0, *", "br", "deflate;q=1, *;q=0"]
+        {
+            assert!(!accepts_gzip(no), "{no}");
+        }
     }
 }

@@ -116,7 +116,9 @@ fn new_request_id() -> String {
 pub fn is_secret_parameter(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     TOKEN_PARAMETERS.contains(&name.as_str())
-        || ["token", "secret", "password", "authorization", "credential"].iter().any(|s| name.contains(s))
+        || ["token", "secret", "pass", "auth", "credential", "key", "bearer", "session", "signature"]
+            .iter()
+            .any(|s| name.contains(s))
 }
 
 /// The request target for the log: path and query as received, with the values of secret
@@ -250,6 +252,27 @@ mod tests {
             "/logs/v1/export/errors.csv?os_name=ios&access_token=REDACTED&x=1&Token=REDACTED&\
              my_secret=REDACTED&to%6Ben=REDACTED"
         );
+        // Names that commonly carry secrets in other APIs are redacted too.
+        let uri: Uri =
+            "/x?api_key=1&apikey=2&auth=3&bearer=4&X-Amz-Signature=5&passwd=6&sessionid=7&city=Berlin"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            redacted_target(&uri),
+            "/x?api_key=REDACTED&apikey=REDACTED&auth=REDACTED&bearer=REDACTED&X-Amz-Signature=REDACTED&\
+             passwd=REDACTED&sessionid=REDACTED&city=Berlin"
+        );
+        // No parameter or field of the API is taken for a secret.
+        let names = ["application_id", "date_since", "date_until", "fields", "date_dimension", "limit"];
+        let names = names.into_iter().chain([
+            "use_utf8_bom",
+            "skip_unavailable_shards",
+            "parts_count",
+            "part_number",
+        ]);
+        for name in names.chain(logs_core::Field::all().map(logs_core::Field::name)) {
+            assert!(!is_secret_parameter(name), "{name}");
+        }
     }
 
     #[test]

@@ -183,7 +183,9 @@ routing (404, 405), scope (403), the parameters (400), the application (403), th
 without the body.\n\n\
 **Every response** has `x-request-id` (the client's, if it sent a plain one of at most 64 \
 characters, else a new one), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`. \
-Responses are gzipped when `Accept-Encoding` allows gzip.";
+Responses are gzipped when `Accept-Encoding` allows gzip, and sent without content coding \
+otherwise, also when the header refuses that too (`identity;q=0`, `*;q=0`): the service never \
+answers 406 (RFC 9110 §12.5.3).";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Export {

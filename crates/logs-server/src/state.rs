@@ -32,7 +32,8 @@ pub struct Settings {
     pub max_header_bytes: usize,
     /// The longest wait for an export's first rows (longer: 503 `timeout`).
     pub first_byte_timeout: Duration,
-    /// Chunks of about 1 MiB that an export may encode ahead of its connection.
+    /// Chunks of about 512 KiB (one encoded slice each) that an export may encode ahead of its
+    /// connection.
     pub chunk_queue: usize,
     /// The `Retry-After` of 429 and 503 answers about limits.
     pub retry_after: Duration,

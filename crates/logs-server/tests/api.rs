@@ -413,3 +413,31 @@ async fn head_answers_the_headers_and_cancels_the_query() {
     eventually("the query is over", || metrics.exports().running == 0).await;
     assert_eq!(state.limiter().running(), 0);
 }
+
+#[tokio::test]
+async fn a_client_that_refuses_every_coding_gets_the_answer_unencoded_never_406() {
+    let app = app();
+    let auth = format!("OAuth {READER}");
+    let (_, _, plain) = call(&app, Method::GET, EXPORT_CSV, &[("authorization", &auth)]).await;
+    for refusing in ["identity;q=0", "*;q=0", "gzip;q=0, identity;q=0", "br;q=1, *;q=0"] {
+        let headers = [("authorization", auth.as_str()), ("accept-encoding", refusing)];
+        let (status, response_headers, body) = call(&app, Method::GET, EXPORT_CSV, &headers).await;
+        assert_eq!(status, StatusCode::OK, "{refusing}");
+        assert!(response_headers.get(header::CONTENT_ENCODING).is_none(), "{refusing}");
+        assert_eq!(sorted_lines(&body), sorted_lines(&plain), "{refusing}");
+        let (status, _, body) = call(&app, Method::GET, EXPORT_CSV, &[("accept-encoding", refusing)]).await;
+        error_body(status, &body, "unauthorized");
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{refusing}");
+        let (status, _, body) = call(&app, Method::GET, "/healthz", &[("accept-encoding", refusing)]).await;
+        assert_eq!(
+            (status, body.as_ref()),
+            (StatusCode::OK, b"{\"status\":\"ok\"}".as_slice()),
+            "{refusing}"
+        );
+    }
+    // gzip where it is accepted, as before.
+    let headers = [("authorization", auth.as_str()), ("accept-encoding", "gzip;q=0.5, identity;q=0")];
+    let (status, response_headers, _) = call(&app, Method::GET, EXPORT_CSV, &headers).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response_headers[header::CONTENT_ENCODING], "gzip");
+}

@@ -293,6 +293,15 @@ async fn invalid_utf8_and_nul_in_the_path_and_query() {
     let answer = f.get(&format!("{EXPORT}&os%FFname=ios"), &auth).await;
     expect(Some(&answer), "%FF in a name", 400, Some("invalid_parameter"));
     assert_eq!(answer.json()["errors"][0]["location"], "os%FFname");
+    // A name with control characters, short or long: `location` is escaped and cut to 64
+    // characters like the values quoted in `message`.
+    let answer = f.get(&format!("{EXPORT}&a%0D%0AInjected%1B%5B31m=1"), &auth).await;
+    expect(Some(&answer), "control characters in a name", 400, Some("invalid_parameter"));
+    assert_eq!(answer.json()["errors"][0]["location"], "a\\r\\nInjected\\u{1b}[31m");
+    let answer = f.get(&format!("{EXPORT}&{}%0D%0AInjected%1B%5B31m=1", "x".repeat(3000)), &auth).await;
+    expect(Some(&answer), "a long name", 400, Some("invalid_parameter"));
+    let location = answer.json()["errors"][0]["location"].as_str().unwrap().to_owned();
+    assert_eq!(location, format!("{}…", "x".repeat(64)));
     // Raw bytes that are not UTF-8, or NUL, in the request target: hyper refuses the request
     // line with 400 before the service sees it.
     let request_line = |target: &[u8]| {
