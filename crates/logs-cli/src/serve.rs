@@ -14,7 +14,7 @@ use logs_server::auth::{
     Applications, Authenticator, IntrospectionConfig, Introspector, Principal, READ_SCOPE, TokenSet,
     TokenStore, WRITE_SCOPE,
 };
-use logs_server::{AppState, ServeOptions, Settings};
+use logs_server::{AppState, ConfigError, ServeOptions, Settings};
 use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -195,7 +195,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         shutdown_timeout: args.shutdown_timeout,
         ..ServeOptions::for_settings(&settings)
     };
-    let state = AppState::new(engine.clone(), auth, settings).map_err(Failure::Usage)?;
+    let state = AppState::new(engine.clone(), auth, settings).map_err(config_failure)?;
 
     let listener = TcpListener::bind(args.listen)
         .await
@@ -259,12 +259,12 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
 /// The token sources, and the generated token when there is none.
 fn authenticator(args: &ServeArgs) -> Result<(Authenticator, Option<String>), Failure> {
     let tokens = match &args.tokens {
-        Some(path) => Some(Arc::new(TokenStore::open(path).map_err(|e| Failure::Usage(e.to_string()))?)),
+        Some(path) => Some(Arc::new(TokenStore::open(path).map_err(config_failure)?)),
         None => None,
     };
     let introspection = match (&args.introspection_url, &args.introspection_credentials) {
         (Some(url), Some(credentials)) => {
-            let credentials = ClientCredentials::from_file(credentials).map_err(Failure::Usage)?;
+            let credentials = ClientCredentials::from_file(credentials).map_err(config_failure)?;
             let mut config = IntrospectionConfig::new(url.clone(), credentials);
             config.timeout = args.introspection_timeout;
             config.cache_entries = args.introspection_cache_entries;
@@ -272,9 +272,9 @@ fn authenticator(args: &ServeArgs) -> Result<(Authenticator, Option<String>), Fa
             config.negative_ttl = args.introspection_negative_ttl;
             config.applications_claim = args.introspection_applications_claim.clone();
             if let Some(grants) = &args.introspection_grants {
-                config.grants = Some(ApplicationGrants::from_file(grants).map_err(Failure::Usage)?);
+                config.grants = Some(ApplicationGrants::from_file(grants).map_err(config_failure)?);
             }
-            Some(Arc::new(Introspector::new(config).map_err(Failure::Usage)?))
+            Some(Arc::new(Introspector::new(config).map_err(config_failure)?))
         }
         _ => None,
     };
@@ -289,6 +289,15 @@ fn authenticator(args: &ServeArgs) -> Result<(Authenticator, Option<String>), Fa
     };
     let store = TokenStore::fixed(TokenSet::single(&token, principal));
     Ok((Authenticator::new(Some(Arc::new(store)), None), Some(token)))
+}
+
+/// A configuration file that cannot be read is a failure (exit 1); one whose content, or a
+/// setting, says something invalid is bad usage (exit 2).
+fn config_failure(e: ConfigError) -> Failure {
+    match e {
+        ConfigError::Unreadable { .. } => Failure::Other(e.into()),
+        ConfigError::InvalidFile { .. } | ConfigError::Invalid(_) => Failure::Usage(e.to_string()),
+    }
 }
 
 /// 32 bytes from the operating system's CSPRNG (via `rand`'s thread RNG), as hex.

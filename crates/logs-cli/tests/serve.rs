@@ -107,6 +107,29 @@ fn a_bad_tokens_file_is_a_usage_error_that_quotes_no_secret() {
     assert!(stderr.contains("64 hexadecimal") && !stderr.contains("s3cr3t"), "{stderr}");
 }
 
+/// A configuration file that cannot be read is not bad usage: exit 1, naming the file. One
+/// whose content is wrong is (exit 2, above).
+#[test]
+fn a_configuration_file_that_cannot_be_read_exits_1_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("absent.toml");
+    for (flag, what) in [("--tokens", "tokens file"), ("--field-aliases", "field aliases")] {
+        // A missing file, and a folder where the file should be.
+        for path in [missing.as_path(), dir.path()] {
+            let output = logs_command()
+                .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+                .arg(dir.path())
+                .arg(flag)
+                .arg(path)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{flag} {}: {stderr}", path.display());
+            assert!(stderr.contains(what) && stderr.contains(&path.display().to_string()), "{stderr}");
+        }
+    }
+}
+
 /// DataFusion logs its plans at DEBUG with the filter values as they are. `--log debug` caps
 /// the `datafusion` targets at INFO, so a filter value with CR LF cannot forge a log line;
 /// asking for them by name (`datafusion=debug`) shows that the threat is real.

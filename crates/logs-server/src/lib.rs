@@ -43,6 +43,7 @@
 //! ```
 
 pub mod auth;
+pub mod config;
 pub mod error;
 pub mod export;
 pub mod limits;
@@ -61,6 +62,7 @@ use axum::routing::get;
 use http::{HeaderValue, header};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
+pub use config::ConfigError;
 pub use error::ApiError;
 pub use server::{ServeOptions, serve};
 pub use state::{AppState, SERVICE_BATCH_SIZE, Settings};

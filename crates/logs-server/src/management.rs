@@ -14,6 +14,7 @@
 //! An application with a folder but no entry is named by its id (`"1001"`) in `UTC`, the zone
 //! of the dataset's dates.
 
+use crate::config::ConfigError;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -50,17 +51,20 @@ pub struct ApplicationDirectory {
 
 impl ApplicationDirectory {
     /// Reads `<root>/applications.toml` if it exists.
-    pub fn load(root: &Path) -> Result<ApplicationDirectory, String> {
+    pub fn load(root: &Path) -> Result<ApplicationDirectory, ConfigError> {
+        const WHAT: &str = "applications file";
         let path = root.join(APPLICATIONS_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match ConfigError::read(WHAT, &path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ApplicationDirectory::default()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(ConfigError::Unreadable { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(ApplicationDirectory::default());
+            }
+            Err(e) => return Err(e),
         };
-        ApplicationDirectory::parse(&text).map_err(|e| format!("{} is invalid: {e}", path.display()))
+        ApplicationDirectory::parse(&text).map_err(ConfigError::in_file(WHAT, &path))
     }
 
-    pub fn parse(text: &str) -> Result<ApplicationDirectory, String> {
+    pub fn parse(text: &str) -> Result<ApplicationDirectory, ConfigError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
@@ -71,11 +75,13 @@ impl ApplicationDirectory {
         let mut described = BTreeMap::new();
         for app in file.applications {
             if app.name.trim().is_empty() || app.time_zone_name.trim().is_empty() {
-                return Err(format!("application {}: `name` and `time_zone_name` must not be empty", app.id));
+                return Err(
+                    format!("application {}: `name` and `time_zone_name` must not be empty", app.id).into()
+                );
             }
             let id = app.id;
             if described.insert(id, app).is_some() {
-                return Err(format!("application {id} is described twice"));
+                return Err(format!("application {id} is described twice").into());
             }
         }
         Ok(ApplicationDirectory { described })

@@ -7,6 +7,7 @@ use logs_core::Engine;
 use logs_format::JsonIntegers;
 
 use crate::auth::Authenticator;
+use crate::config::ConfigError;
 use crate::limits::ExportLimiter;
 use crate::management::ApplicationDirectory;
 use crate::metrics::Metrics;
@@ -64,7 +65,7 @@ impl Default for Settings {
 
 impl Settings {
     /// Names the first setting that cannot work.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let checks = [
             (self.max_exports >= 1, "max_exports must be at least 1"),
             (self.max_exports_per_token >= 1, "max_exports_per_token must be at least 1"),
@@ -75,7 +76,7 @@ impl Settings {
             ((1..=9).contains(&self.gzip_level), "gzip_level must be from 1 to 9"),
         ];
         match checks.into_iter().find(|(ok, _)| !ok) {
-            Some((_, message)) => Err(message.to_owned()),
+            Some((_, message)) => Err(ConfigError::Invalid(message.to_owned())),
             None => Ok(()),
         }
     }
@@ -99,7 +100,11 @@ struct Inner {
 
 impl AppState {
     /// Checks the settings and reads the dataset's `applications.toml`, if any.
-    pub fn new(engine: Arc<Engine>, auth: Authenticator, settings: Settings) -> Result<AppState, String> {
+    pub fn new(
+        engine: Arc<Engine>,
+        auth: Authenticator,
+        settings: Settings,
+    ) -> Result<AppState, ConfigError> {
         settings.validate()?;
         let applications = ApplicationDirectory::load(engine.root())?;
         let limiter = Arc::new(ExportLimiter::new(

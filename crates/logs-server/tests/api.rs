@@ -367,9 +367,16 @@ async fn applications_are_listed_as_the_token_may_see_them() {
 async fn a_broken_applications_file_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("applications.toml"), "[[applications]]\nid = \"x\"").unwrap();
-    let engine = engine(dir.path(), EngineConfig::default());
-    let e = AppState::new(engine, token_auth(), Settings::default()).unwrap_err();
-    assert!(e.contains("applications.toml"), "{e}");
+    let e = AppState::new(engine(dir.path(), EngineConfig::default()), token_auth(), Settings::default())
+        .unwrap_err();
+    assert!(matches!(e, logs_server::ConfigError::InvalidFile { .. }), "{e:?}");
+    assert!(e.to_string().contains("applications.toml"), "{e}");
+    // A folder in its place cannot be read: that is not the content's fault.
+    std::fs::remove_file(dir.path().join("applications.toml")).unwrap();
+    std::fs::create_dir(dir.path().join("applications.toml")).unwrap();
+    let e = AppState::new(engine(dir.path(), EngineConfig::default()), token_auth(), Settings::default())
+        .unwrap_err();
+    assert!(matches!(e, logs_server::ConfigError::Unreadable { .. }), "{e:?}");
 }
 
 #[tokio::test]

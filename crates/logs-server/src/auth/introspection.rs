@@ -8,6 +8,7 @@
 //! provider that is down, slow (beyond `timeout`) or answers nonsense makes the request fail
 //! with 503: a token is never accepted unchecked.
 
+use crate::config::ConfigError;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::Path;
@@ -44,21 +45,19 @@ pub struct ClientCredentials {
 }
 
 impl ClientCredentials {
-    pub fn from_file(path: &Path) -> Result<ClientCredentials, String> {
+    pub fn from_file(path: &Path) -> Result<ClientCredentials, ConfigError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
             client_id: String,
             client_secret: String,
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the client credentials file {}: {e}", path.display()))?;
-        let file: File = toml::from_str(&text).map_err(|e| {
-            format!(
-                "the client credentials file {} is invalid: {}",
-                path.display(),
-                describe_toml_error(&text, &e)
-            )
+        const WHAT: &str = "client credentials file";
+        let text = ConfigError::read(WHAT, path)?;
+        let file: File = toml::from_str(&text).map_err(|e| ConfigError::InvalidFile {
+            what: WHAT,
+            path: path.to_owned(),
+            message: describe_toml_error(&text, &e),
         })?;
         Ok(ClientCredentials { client_id: file.client_id, client_secret: Secret(file.client_secret) })
     }
@@ -93,7 +92,7 @@ enum GrantedApplications {
 }
 
 impl ApplicationGrants {
-    pub fn parse(text: &str) -> Result<ApplicationGrants, String> {
+    pub fn parse(text: &str) -> Result<ApplicationGrants, ConfigError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
@@ -103,20 +102,19 @@ impl ApplicationGrants {
         let file: File = toml::from_str(text).map_err(|e| describe_toml_error(text, &e))?;
         for (i, grant) in file.grants.iter().enumerate() {
             if grant.client_id.is_none() && grant.sub.is_none() {
-                return Err(format!("grant {}: give `client_id` or `sub`", i + 1));
+                return Err(format!("grant {}: give `client_id` or `sub`", i + 1).into());
             }
             if matches!(&grant.applications, GrantedApplications::Wildcard(w) if w != "*") {
-                return Err(format!("grant {}: `applications` must be a list of ids or \"*\"", i + 1));
+                return Err(format!("grant {}: `applications` must be a list of ids or \"*\"", i + 1).into());
             }
         }
         Ok(ApplicationGrants { grants: file.grants })
     }
 
-    pub fn from_file(path: &Path) -> Result<ApplicationGrants, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the application grants file {}: {e}", path.display()))?;
-        ApplicationGrants::parse(&text)
-            .map_err(|e| format!("the application grants file {} is invalid: {e}", path.display()))
+    pub fn from_file(path: &Path) -> Result<ApplicationGrants, ConfigError> {
+        const WHAT: &str = "application grants file";
+        let text = ConfigError::read(WHAT, path)?;
+        ApplicationGrants::parse(&text).map_err(ConfigError::in_file(WHAT, path))
     }
 
     /// The union of the grants that match the answer's `client_id` or `sub`.
@@ -194,7 +192,7 @@ pub struct Counters {
 }
 
 impl Introspector {
-    pub fn new(config: IntrospectionConfig) -> Result<Introspector, String> {
+    pub fn new(config: IntrospectionConfig) -> Result<Introspector, ConfigError> {
         let url = &config.url;
         let loopback = match url.host() {
             Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -206,9 +204,9 @@ impl Introspector {
             "https" => {}
             "http" if loopback => {}
             _ => {
-                return Err(format!(
+                return Err(ConfigError::Invalid(format!(
                     "the introspection URL must be https (http only on a loopback address), not `{url}`"
-                ));
+                )));
             }
         }
         crate::install_tls_provider();
@@ -495,7 +493,7 @@ mod tests {
     fn refuses_plain_http_beyond_loopback() {
         let credentials = ClientCredentials { client_id: "c".into(), client_secret: Secret("s".into()) };
         let config = IntrospectionConfig::new("http://idp.example/introspect".parse().unwrap(), credentials);
-        assert!(Introspector::new(config).unwrap_err().contains("https"));
+        assert!(Introspector::new(config).unwrap_err().to_string().contains("https"));
         assert_eq!(format!("{:?}", Secret("hunter2".into())), "Secret(…)");
     }
 

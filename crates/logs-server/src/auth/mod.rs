@@ -29,7 +29,7 @@ use crate::log::RequestLog;
 use crate::state::AppState;
 
 pub use introspection::{IntrospectionConfig, Introspector};
-pub use tokens_file::{TokenSet, TokenStore, TokensFileError};
+pub use tokens_file::{TokenSet, TokenStore};
 
 /// The scope the export and the applications list need.
 pub const READ_SCOPE: &str = "service:read";

@@ -22,15 +22,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::{Applications, Principal, TokenHash, describe_toml_error, is_token_syntax};
+use crate::config::ConfigError;
 
-/// A tokens file that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokensFileError {
-    #[error("cannot read the tokens file {}: {message}", path.display())]
-    Read { path: PathBuf, message: String },
-    #[error("the tokens file {} is invalid: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
-}
+/// What [`ConfigError`]s call the file.
+const WHAT: &str = "tokens file";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,7 +54,11 @@ pub struct TokenSet {
 
 impl TokenSet {
     /// Parses the content of a tokens file; the error message quotes no value.
-    pub fn parse(text: &str) -> Result<TokenSet, String> {
+    pub fn parse(text: &str) -> Result<TokenSet, ConfigError> {
+        TokenSet::parse_text(text).map_err(ConfigError::Invalid)
+    }
+
+    fn parse_text(text: &str) -> Result<TokenSet, String> {
         let content: FileContent = toml::from_str(text).map_err(|e| describe_toml_error(text, &e))?;
         let mut set = TokenSet::default();
         let mut names = BTreeSet::new();
@@ -170,12 +169,10 @@ impl TokenStore {
     }
 
     /// Loads the tokens file at `path`, which must be valid now.
-    pub fn open(path: impl Into<PathBuf>) -> Result<TokenStore, TokensFileError> {
+    pub fn open(path: impl Into<PathBuf>) -> Result<TokenStore, ConfigError> {
         let path = path.into();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| TokensFileError::Read { path: path.clone(), message: e.to_string() })?;
-        let set = TokenSet::parse(&text)
-            .map_err(|message| TokensFileError::Invalid { path: path.clone(), message })?;
+        let text = ConfigError::read(WHAT, &path)?;
+        let set = TokenSet::parse(&text).map_err(ConfigError::in_file(WHAT, &path))?;
         log_loaded(&path, &set);
         let store = TokenStore::fixed(set);
         store.watch.lock().unwrap_or_else(|e| e.into_inner()).last_content = Some(digest(text.as_bytes()));
@@ -227,7 +224,7 @@ impl TokenStore {
         watch.last_content = Some(content);
         let parsed = std::str::from_utf8(&text)
             .map_err(|_| "the file is not UTF-8".to_owned())
-            .and_then(TokenSet::parse);
+            .and_then(TokenSet::parse_text);
         match parsed {
             Ok(set) => {
                 log_loaded(path, &set);
@@ -319,7 +316,7 @@ mod tests {
             ("[[tokens]]\nname = \"a\"\nscopes = []", "exactly one"),
         ];
         for (text, expected) in cases {
-            let message = TokenSet::parse(text).unwrap_err();
+            let message = TokenSet::parse(text).unwrap_err().to_string();
             assert!(message.contains(expected), "{message}");
             assert!(!message.contains("SECRET"), "{message}");
         }
@@ -329,9 +326,9 @@ mod tests {
     fn refuses_duplicates() {
         let twice = "[[tokens]]\nname = \"a\"\ntoken = \"x\"\nscopes = []\n\
                      [[tokens]]\nname = \"b\"\ntoken = \"x\"\nscopes = []";
-        assert!(TokenSet::parse(twice).unwrap_err().contains("same token"));
+        assert!(TokenSet::parse(twice).unwrap_err().to_string().contains("same token"));
         let names = "[[tokens]]\nname = \"a\"\ntoken = \"x\"\nscopes = []\n\
                      [[tokens]]\nname = \"a\"\ntoken = \"y\"\nscopes = []";
-        assert!(TokenSet::parse(names).unwrap_err().contains("twice"));
+        assert!(TokenSet::parse(names).unwrap_err().to_string().contains("twice"));
     }
 }

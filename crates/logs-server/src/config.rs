@@ -1,0 +1,52 @@
+//! Why the service cannot be set up: one error type for the files and settings that
+//! `logs-server` reads and checks before it serves (the tokens file, the introspection
+//! credentials and grants, `applications.toml`, [`crate::Settings`]).
+
+use std::path::PathBuf;
+
+/// Why a configuration file or setting cannot be used. A file that cannot be read is not
+/// the content's fault ([`ConfigError::Unreadable`]: `logs serve` exits 1); content or a
+/// setting that says something invalid is ([`ConfigError::InvalidFile`],
+/// [`ConfigError::Invalid`]: exit 2). No message quotes a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read: missing, permission denied, not a file.
+    #[error("cannot read the {what} {}: {source}", path.display())]
+    Unreadable {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file was read, and its content is invalid.
+    #[error("the {what} {} is invalid: {message}", path.display())]
+    InvalidFile { what: &'static str, path: PathBuf, message: String },
+    /// Content or settings given directly are invalid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ConfigError {
+    /// Reads `path`, the `what` (e.g. "tokens file"), as text.
+    pub(crate) fn read(what: &'static str, path: &std::path::Path) -> Result<String, ConfigError> {
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
+            what,
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// The content of `path` (the `what`) was invalid, as `error` says.
+    pub(crate) fn in_file(
+        what: &'static str,
+        path: &std::path::Path,
+    ) -> impl FnOnce(ConfigError) -> ConfigError {
+        move |error| ConfigError::InvalidFile { what, path: path.to_owned(), message: error.to_string() }
+    }
+}
+
+impl From<String> for ConfigError {
+    fn from(message: String) -> ConfigError {
+        ConfigError::Invalid(message)
+    }
+}
