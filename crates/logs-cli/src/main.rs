@@ -22,7 +22,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// the point export 72–85 → 54–64 ms, the wide export 133 → 137–139 MiB at the same speed
 /// and 151 → 157–160 MiB ten times as long. glibc with more arenas was as fast on the point
 /// export but peaked at 231–245 MiB on the long one; jemalloc's default (eight arenas per
-/// core) at 183 MiB on the wide export (README, "Embedding the engine").
+/// core) at 183 MiB on the wide export (docs/decisions.md, "Allocator").
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals, unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]

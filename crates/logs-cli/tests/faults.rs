@@ -2,7 +2,7 @@
 //! replaced files, permission denied (as an unprivileged user), a full disk, schema drift,
 //! empty datasets.
 //!
-//! The documented outcomes (README, "CLI" and "Unreadable files"): exit 1 with a one-line
+//! The documented outcomes (the README's CLI tour and docs/dataset.md, "Unreadable files"): exit 1 with a one-line
 //! message that names the file; with `skip_unavailable_shards` the complete export of the
 //! readable files, exit 0 and a warning per skipped file on stderr; a failure after the first
 //! row says the output is incomplete and `--output` leaves no file. Never a panic, a hang

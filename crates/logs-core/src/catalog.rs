@@ -370,7 +370,7 @@ pub(crate) fn cached_footer(cache: &FileMetadataCache, key: &ObjectMeta) -> Opti
 }
 
 /// Checks that every column of the dataset contract the file holds has a type the engine reads
-/// exactly (see the README's dataset contract); anything else would be converted lossily or
+/// exactly (see the dataset contract, docs/dataset.md); anything else would be converted lossily or
 /// fail in the middle of an export. Other columns are ignored.
 fn check_types(footer: &ParquetMetaData) -> std::result::Result<(), String> {
     let file_meta = footer.file_metadata();

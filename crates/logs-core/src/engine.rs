@@ -103,7 +103,7 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Opens the dataset below `root` (see the README for its layout).
+    /// Opens the dataset below `root` (see docs/dataset.md for its layout).
     pub fn open(root: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
         if config.batch_size == 0 {
             return Err(Error::Config { setting: "batch_size", message: "must be at least 1".into() });

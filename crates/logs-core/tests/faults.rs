@@ -1,7 +1,7 @@
 //! Faults at the engine level (issue 5): damaged, vanished, replaced and forbidden files,
 //! folders that cannot be listed, empty folders, schema drift (in `faults/drift.rs`).
 //!
-//! Each ends in the documented outcome (README, "Unreadable files"): an error naming the file,
+//! Each ends in the documented outcome (docs/dataset.md, "Unreadable files"): an error naming the file,
 //! or with `skip_unavailable_shards=true` a complete export of the readable files (checked
 //! against the row-by-row oracle of `support`) that lists what it skipped. Never a panic, a
 //! hang (every export is bounded in time) or an export that ends cleanly but short.
@@ -84,7 +84,7 @@ fn flipped_copies(path: &Path) -> Vec<(usize, Vec<u8>)> {
 }
 
 /// Parquet has no checksums (the generated files carry no page CRCs), so a flipped byte in a
-/// value or a statistic can change an export undetectably; that limitation is the README's.
+/// value or a statistic can change an export undetectably; that limitation is the README's (Limitations).
 /// What must hold for any damage: no panic, no hang, and an error or an export that ends.
 #[tokio::test]
 async fn flipped_bytes_anywhere_in_a_file_never_panic_or_hang() {

@@ -1,6 +1,6 @@
 //! Generated input for both stages of request parsing, `QueryPairs::parse` (a raw query
 //! string becomes decoded pairs) and `ExportRequest::parse` (the pairs become a validated
-//! request), judged by an independent model of the documented rules (README, "The export
+//! request), judged by an independent model of the documented rules (docs/api.md, "The export
 //! request"):
 //!
 //! - hostile query strings (arbitrary text, NUL, unicode, valid and broken percent-escapes,
@@ -14,7 +14,7 @@
 //!   parse back to exactly the generated values.
 //!
 //! The model decodes, validates and converts dates (days from the civil calendar) by itself;
-//! it takes from the crate only the `Field` names to compare against. Where the README leaves a
+//! it takes from the crate only the `Field` names to compare against. Where docs/api.md leaves a
 //! detail open (a `+` sign or leading zeros on a number, whitespace other than spaces around
 //! field names, the year 0000), the model accepts either answer but still requires that a
 //! refusal names that parameter.

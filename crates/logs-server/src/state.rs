@@ -17,7 +17,7 @@ use crate::metrics::Metrics;
 /// holds a few batches of its wide texts, so the batch size multiplies with `max_exports`.
 /// Measured on 2 cores with 8 wide CSV exports at once (1.34 GB each): the server peaked at
 /// 375–386 MiB instead of 783–792 MiB with the engine's default 8 192, in the same time; one
-/// export alone, 87–97 instead of 136–152 MiB, also in the same time (see the README).
+/// export alone, 87–97 instead of 136–152 MiB, also in the same time (docs/decisions.md).
 pub const SERVICE_BATCH_SIZE: usize = 2048;
 
 /// Limits and tunables of the HTTP API. `Default` gives safe values.

@@ -418,7 +418,7 @@ async fn routes_around_the_router_fail_closed() {
 }
 
 /// Without a token, a route and a path that is none answer alike, so that a client without a
-/// token learns nothing about which paths exist (README, "Decisions"). Today the 401 for a
+/// token learns nothing about which paths exist (docs/decisions.md, "Unknown paths need a token"). Today the 401 for a
 /// wrong method on a real route carries `Allow: GET,HEAD` (axum's method router adds it to
 /// whatever its fallback answers, outside the authorization layer), which an unknown path's
 /// 401 lacks.

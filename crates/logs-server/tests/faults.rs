@@ -1,7 +1,7 @@
 //! Faults over HTTP (issue 5): unreadable files, files that vanish or change during a
 //! transfer, damaged pages, and an identity provider that answers garbage.
 //!
-//! The documented outcomes (README, "Errors" and "The export's response"): a storage fault
+//! The documented outcomes (docs/api.md, "Errors" and "The export's response"): a storage fault
 //! before the first byte is 503 `storage_unavailable` with a JSON body that names no path;
 //! with `skip_unavailable_shards=true` the complete export of the readable files and the
 //! count in `X-Skipped-Shards`; a failure after the first byte aborts the transfer (no final

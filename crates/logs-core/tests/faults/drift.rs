@@ -1,7 +1,7 @@
 //! Schema drift across the files of one export: files written by other tools, with other
 //! types, missing and extra columns.
 //!
-//! The contract (README, "The dataset contract"): Utf8, LargeUtf8, Utf8View and
+//! The contract (docs/dataset.md, "The dataset contract"): Utf8, LargeUtf8, Utf8View and
 //! dictionary-encoded strings and narrower integers are read; a missing column reads as nulls;
 //! extra columns are ignored. Anything else must not be exported as a wrong value: a value
 //! that cannot be represented is an error, and the error should name the file and the column.

@@ -1,4 +1,4 @@
-//! An independent model of the export request's documented rules (README, "The export
+//! An independent model of the export request's documented rules (docs/api.md, "The export
 //! request"), for `request_properties.rs`: it decodes query strings, validates the pairs and
 //! converts dates (days from the civil calendar) by itself, and serializes pairs with its own
 //! percent-encoder. It takes nothing from the crate but the types it compares against.
@@ -45,7 +45,7 @@ pub const FIELDS: [(&str, Kind); 30] = [
     ("application_id", Kind::Signed),
 ];
 
-/// The parameters of the README's table other than the field names.
+/// The parameters of docs/api.md's table other than the field names.
 pub const PARAMETERS: [&str; 10] = [
     "application_id",
     "date_since",
@@ -136,7 +136,7 @@ pub fn model_pairs(query: &str) -> Result<Vec<(String, String)>, PairsFault> {
 }
 
 /// The model's verdict on one value: valid (with what it means), invalid, or either (a detail
-/// the README leaves open).
+/// docs/api.md leaves open).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict<T> {
     Valid(T),
@@ -236,7 +236,7 @@ pub fn model_fields(value: &str) -> Verdict<Vec<String>> {
     for element in value.split(',') {
         let name = element.trim_matches(' ');
         if name.trim() != name {
-            // Whitespace other than spaces at the ends: the README only speaks of spaces.
+            // Whitespace other than spaces at the ends: docs/api.md only speaks of spaces.
             open = true;
         }
         let name = name.trim();
