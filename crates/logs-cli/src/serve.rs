@@ -376,38 +376,23 @@ fn spawn_sighup_reloads(store: Option<Arc<TokenStore>>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `500ms`, `30s`, `5m`, `1h`, or a number of seconds.
+/// A duration as `humantime` reads it (`500ms`, `30s`, `5m`, `1h`, `1h 30m`), or a whole
+/// number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: u64 =
-        number.parse().map_err(|_| format!("`{s}` is not a duration such as 500ms, 30s, 5m or 1h"))?;
-    let duration = match unit.trim() {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        other => return Err(format!("unknown unit `{other}` in `{s}`; use ms, s, m or h")),
-    };
-    Ok(duration)
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().map(Duration::from_secs).map_err(|_| format!("`{s}` is too large"));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration such as 500ms, 30s, 5m or 1h: {e}"))
 }
 
-/// `16KiB`, `512MiB`, `2GiB`, or a number of bytes.
+/// A size as `bytesize` reads it (`16KiB`, `512MiB`, `2GiB`; `KB` and `MB` are powers of
+/// 1000), or a number of bytes.
 fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: usize =
-        number.parse().map_err(|_| format!("`{s}` is not a size such as 16KiB, 512MiB or 2GiB"))?;
-    let factor: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        other => return Err(format!("unknown unit `{other}` in `{s}`; use KiB, MiB or GiB")),
-    };
-    n.checked_mul(factor).ok_or_else(|| format!("`{s}` is too large"))
+    let size: bytesize::ByteSize =
+        s.trim().parse().map_err(|e| format!("`{s}` is not a size such as 16KiB, 512MiB or 2GiB: {e}"))?;
+    usize::try_from(size.as_u64()).map_err(|_| format!("`{s}` is too large"))
 }
 
 #[cfg(test)]
@@ -421,18 +406,22 @@ mod tests {
         assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("5d").is_err());
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("fast").unwrap_err().contains("`fast` is not a duration"));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("99999999999999999999").is_err());
     }
 
     #[test]
     fn sizes() {
         assert_eq!(parse_size("16KiB"), Ok(16 * 1024));
         assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("2gib"), Ok(2 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
         assert_eq!(parse_size("1000"), Ok(1000));
-        assert!(parse_size("1TB").is_err());
-        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_size("8 KiB"), Ok(8 * 1024));
+        assert_eq!(parse_size("1KB"), Ok(1000));
+        assert!(parse_size("lots").unwrap_err().contains("`lots` is not a size"));
+        assert!(parse_size("-1").is_err());
     }
 
     #[test]
