@@ -154,6 +154,11 @@ impl FieldAliases {
         self.names.get(name).copied()
     }
 
+    /// What `name` stands for: a field by its own name, else an alias or an absent field.
+    pub fn resolve(&self, name: &str) -> Option<ColumnSource> {
+        Field::from_name(name).map(ColumnSource::Field).or_else(|| self.get(name))
+    }
+
     /// Every name with what it stands for, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, ColumnSource)> {
         self.names.iter().map(|(name, source)| (name.as_str(), *source))

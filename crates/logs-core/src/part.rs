@@ -96,7 +96,7 @@ struct RecordPart {
 
 impl RecordPart {
     fn new(count: u32) -> RecordPart {
-        let types = PART_KEY.iter().map(|f| f.field_type().arrow_type()).collect();
+        let types = PART_KEY.iter().map(|f| crate::schema::arrow_type(f.field_type())).collect();
         RecordPart { count, signature: Signature::exact(types, Volatility::Immutable) }
     }
 }

@@ -75,7 +75,7 @@ pub fn build_predicate(request: &ExportRequest, range_test: RangeTest) -> Option
 
 /// The expression of one output column, named as the request named it.
 fn column_expr(request: &ExportRequest, column: &Column, scanned: &Schema) -> Result<Expr> {
-    let output = column.source.field_type().arrow_type();
+    let output = crate::schema::arrow_type(column.source.field_type());
     let field = match column.source {
         ColumnSource::Field(field) => field,
         ColumnSource::Absent(_) => return Ok(lit(ScalarValue::try_from(&output)?).alias(&column.name)),

@@ -9,7 +9,7 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use crate::aliases::{ColumnSource, FieldAliases};
 use crate::error::{RequestError, quote};
 use crate::query::QueryPairs;
-use crate::schema::{Field, FieldType, field_names};
+use crate::schema::{Field, FieldType};
 
 /// Which time the date range applies to (`date_dimension`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -121,20 +121,21 @@ impl ExportRequest {
         let aliases = &policy.aliases;
         let mut filters = Vec::new();
         for (name, value) in pairs.iter() {
-            if let Some(field) = Field::from_name(name) {
-                if field != Field::APPLICATION_ID {
+            match aliases.resolve(name) {
+                // The required parameter, not a filter.
+                Some(ColumnSource::Field(Field::APPLICATION_ID)) => {}
+                Some(ColumnSource::Field(field)) => {
                     filters.push(Filter { field, value: parse_filter_value(name, field, value)? });
                 }
-            } else if let Some(source) = aliases.get(name) {
-                let ColumnSource::Field(field) = source else {
+                Some(ColumnSource::Absent(_)) => {
                     return Err(RequestError::new(
                         name,
-                        "names a field this dataset does not hold: it may be requested in `fields`, where it is always empty, but not used as a filter",
+                        "names a field this dataset does not hold: it may be requested in `fields`, \
+                         where it is always empty, but not used as a filter",
                     ));
-                };
-                filters.push(Filter { field, value: parse_filter_value(name, field, value)? });
-            } else if !PARAMETERS.contains(&name) {
-                return Err(unknown_parameter(name, aliases));
+                }
+                None if PARAMETERS.contains(&name) => {}
+                None => return Err(unknown_parameter(name, aliases)),
             }
         }
 
@@ -256,24 +257,18 @@ fn unknown_parameter(name: &str, aliases: &FieldAliases) -> RequestError {
 
 /// The names a filter may use: every field, then the aliases.
 fn filter_names(aliases: &FieldAliases) -> String {
-    let mut names = field_names();
-    for (name, source) in aliases.iter() {
-        if let ColumnSource::Field(_) = source {
-            names.push(',');
-            names.push_str(name);
-        }
-    }
-    names
+    names(aliases, |source| matches!(source, ColumnSource::Field(_)))
 }
 
 /// The names `fields` may hold: every field, then the aliases and absent fields.
 fn column_names(aliases: &FieldAliases) -> String {
-    let mut names = field_names();
-    for (name, _) in aliases.iter() {
-        names.push(',');
-        names.push_str(name);
-    }
-    names
+    names(aliases, |_| true)
+}
+
+fn names(aliases: &FieldAliases, include: impl Fn(ColumnSource) -> bool) -> String {
+    let mut names: Vec<&str> = Field::all().map(Field::name).collect();
+    names.extend(aliases.iter().filter(|(_, source)| include(*source)).map(|(name, _)| name));
+    names.join(",")
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -366,19 +361,16 @@ fn parse_fields(value: &str, aliases: &FieldAliases) -> Result<Vec<Column>, Requ
                 format!("contains an empty name; give a comma-separated list of: {}", column_names(aliases)),
             ));
         }
-        let source = Field::from_name(name)
-            .map(ColumnSource::Field)
-            .or_else(|| aliases.get(name))
-            .ok_or_else(|| {
-                RequestError::new(
-                    "fields",
-                    format!(
-                        "contains `{}`, which is not a field; allowed: {}",
-                        quote(name),
-                        column_names(aliases)
-                    ),
-                )
-            })?;
+        let source = aliases.resolve(name).ok_or_else(|| {
+            RequestError::new(
+                "fields",
+                format!(
+                    "contains `{}`, which is not a field; allowed: {}",
+                    quote(name),
+                    column_names(aliases)
+                ),
+            )
+        })?;
         if columns.iter().any(|c| c.name == name) {
             return Err(RequestError::new("fields", format!("names `{}` more than once", quote(name))));
         }

@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef};
+use logs_schema::{Field, FieldType};
 
 pub use options::{AppSpec, Codec, GenerateOptions, SortKey, parse_apps};
 
@@ -69,55 +70,23 @@ pub struct GenerateSummary {
     pub bytes: u64,
 }
 
-/// The names and types of the 29 columns stored in the files (spec §2.1 order, without
-/// `application_id`, which is in the folder names). All nullable.
+/// The names and types of the 29 columns stored in the files: the fields of the data contract
+/// (`logs-schema`) but `application_id`, which is in the folder names, in the contract's
+/// order. Strings as `Utf8`, integers as `Int64` or `UInt64`. All nullable.
 pub fn record_batch_schema() -> SchemaRef {
     static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
-        let field = |name: &str| {
-            let data_type = match name {
-                "error_receive_timestamp" | "error_timestamp" | "mcc" | "mnc" => DataType::Int64,
-                "service_device_id" => DataType::UInt64,
-                _ => DataType::Utf8,
+        let fields = Field::all().filter(|f| !f.is_partition()).map(|f| {
+            let data_type = match f.field_type() {
+                FieldType::String => DataType::Utf8,
+                FieldType::Int64 => DataType::Int64,
+                FieldType::UInt64 => DataType::UInt64,
             };
-            Field::new(name, data_type, true)
-        };
-        Arc::new(Schema::new(COLUMNS.map(field).to_vec()))
+            ArrowField::new(f.name(), data_type, true)
+        });
+        Arc::new(Schema::new(fields.collect::<Vec<_>>()))
     });
     SCHEMA.clone()
 }
-
-/// The file columns, in order.
-const COLUMNS: [&str; 29] = [
-    "error",
-    "error_datetime",
-    "error_id",
-    "error_json",
-    "error_name",
-    "error_receive_datetime",
-    "error_receive_timestamp",
-    "error_timestamp",
-    "service_device_id",
-    "city",
-    "connection_type",
-    "country_iso_code",
-    "device_ipv6",
-    "device_locale",
-    "device_manufacturer",
-    "device_model",
-    "device_type",
-    "google_aid",
-    "ios_ifa",
-    "ios_ifv",
-    "mcc",
-    "mnc",
-    "operator_name",
-    "os_name",
-    "os_version",
-    "profile_id",
-    "windows_aid",
-    "app_package_name",
-    "app_version_name",
-];
 
 /// Generates the dataset described by `options` into `options.out`.
 pub fn generate(options: &GenerateOptions) -> Result<GenerateSummary, GenerateError> {
