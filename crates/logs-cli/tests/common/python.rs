@@ -23,14 +23,7 @@ pub fn python() -> &'static Path {
 
 /// Runs `tests/clients/<script>` with `args`; panics with its output unless it succeeds.
 pub fn run_script(script: &str, args: &[&str]) -> String {
-    let output = Command::new(python()).arg(clients_dir().join(script)).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{script} failed ({}):\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = checked(Command::new(python()).arg(clients_dir().join(script)).args(args).output(), script);
     String::from_utf8(output.stdout).unwrap()
 }
 
@@ -67,15 +60,17 @@ fn make_environment() -> PathBuf {
     python
 }
 
-fn checked(output: std::io::Result<Output>, what: &str) {
+/// The output of a command that must have succeeded; panics with what it printed otherwise.
+fn checked(output: std::io::Result<Output>, what: &str) -> Output {
     let output = output.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         output.status.success(),
-        "{what} failed ({}):\n{}{}",
+        "{what} failed ({}):\n{}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    output
 }
 
 /// FNV-1a, 64 bits: a stable name for a list of requirements.
