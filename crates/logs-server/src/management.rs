@@ -14,7 +14,6 @@
 //! An application with a folder but no entry is named by its id (`"1001"`) in `UTC`, the zone
 //! of the dataset's dates.
 
-use crate::config::ConfigError;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -23,6 +22,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{ReadAccess, describe_toml_error};
+use crate::config::ConfigError;
 use crate::error::ApiError;
 use crate::state::AppState;
 

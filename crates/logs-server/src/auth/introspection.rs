@@ -8,7 +8,6 @@
 //! provider that is down, slow (beyond `timeout`) or answers nonsense makes the request fail
 //! with 503: a token is never accepted unchecked.
 
-use crate::config::ConfigError;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::Path;
@@ -20,6 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Applications, Principal, TokenHash, describe_toml_error};
+use crate::config::ConfigError;
 use crate::error::{ApiError, AuthProblem};
 
 /// How long a client should wait before retrying when the provider is unavailable.
