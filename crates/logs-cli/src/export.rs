@@ -13,6 +13,7 @@ use logs_core::{
 use logs_format::{Encoder, EncoderOptions, Format, JsonIntegers};
 
 use crate::Failure;
+use crate::store::S3Args;
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -21,9 +22,12 @@ pub struct ExportArgs {
     #[arg(value_name = "TARGET", conflicts_with_all = ["app", "since", "until", "fields", "format", "filter", "limit", "bom", "dimension", "skip_unavailable_shards"])]
     target: Option<String>,
 
-    /// The dataset folder (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`).
-    #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset")]
-    data: PathBuf,
+    /// The dataset (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`): a local folder,
+    /// a file:// URL or an s3://bucket/prefix URL.
+    #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset", value_name = "LOCATION")]
+    data: String,
+    #[command(flatten)]
+    s3: S3Args,
 
     /// Write to this file (via a temporary file renamed only on success) instead of stdout.
     #[arg(long, short)]
@@ -134,6 +138,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         metadata_cache_limit: 8 << 20,
         batch_size: args.batch_size,
         aliases: args.names.aliases()?,
+        s3: args.s3.options(),
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {
@@ -143,7 +148,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
     let request = ExportRequest::from_pairs(&pairs, engine.policy()).map_err(usage)?;
     let mut export = engine.export(&request).await.map_err(engine_failure)?;
     for skipped in &export.selection().skipped {
-        eprintln!("warning: skipped unreadable file {}: {}", skipped.path.display(), skipped.reason);
+        eprintln!("warning: skipped unreadable file {}: {}", skipped.name, skipped.reason);
     }
 
     if args.explain {

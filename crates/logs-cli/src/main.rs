@@ -3,6 +3,7 @@
 mod export;
 mod generate;
 mod serve;
+mod store;
 
 use std::process::ExitCode;
 

@@ -20,13 +20,16 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::Failure;
+use crate::store::S3Args;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The dataset folder (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`, and an
     /// optional `applications.toml`).
-    #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset")]
-    data: PathBuf,
+    #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset", value_name = "LOCATION")]
+    data: String,
+    #[command(flatten)]
+    s3: S3Args,
     /// The address of the API. Only a loopback address unless you say otherwise.
     #[arg(long, env = "LOGS_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -169,12 +172,18 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         memory_limit: args.memory_limit,
         batch_size: args.batch_size,
         aliases: args.names.aliases()?,
+        s3: args.s3.options(),
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {
         Error::Config { .. } => Failure::Usage(e.to_string()),
         e => Failure::Other(anyhow::Error::new(e).context("cannot open the dataset (--data)")),
     })?;
+    // A missing bucket, refused credentials or an unreachable store stop the start.
+    engine
+        .check()
+        .await
+        .map_err(|e| Failure::Other(anyhow::Error::new(e).context("cannot read the dataset (--data)")))?;
     let engine = Arc::new(engine);
 
     let (auth, generated) = authenticator(&args)?;
@@ -195,7 +204,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         shutdown_timeout: args.shutdown_timeout,
         ..ServeOptions::for_settings(&settings)
     };
-    let state = AppState::new(engine.clone(), auth, settings).map_err(config_failure)?;
+    let state = AppState::new(engine.clone(), auth, settings).await.map_err(config_failure)?;
 
     let listener = TcpListener::bind(args.listen)
         .await
@@ -218,14 +227,14 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     spawn_sighup_reloads(tokens_file)?;
 
-    println!("logs serve: serving {} on http://{address}", engine.root().display());
+    println!("logs serve: serving {} on http://{address}", engine.location());
     if let Some(admin) = &admin {
         println!("metrics: http://{}/metrics", admin.local_addr()?);
     }
     if let Some(token) = generated {
-        print_try_it(&token, address, &engine);
+        print_try_it(&token, address, &engine).await;
     }
-    tracing::info!(%address, data = %engine.root().display(), "listening");
+    tracing::info!(%address, data = %engine.location(), "listening");
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -295,7 +304,7 @@ fn authenticator(args: &ServeArgs) -> Result<(Authenticator, Option<String>), Fa
 /// setting, says something invalid is bad usage (exit 2).
 fn config_failure(e: ConfigError) -> Failure {
     match e {
-        ConfigError::Unreadable { .. } => Failure::Other(e.into()),
+        ConfigError::Unreadable { .. } | ConfigError::UnreadableObject { .. } => Failure::Other(e.into()),
         ConfigError::InvalidFile { .. } | ConfigError::Invalid(_) => Failure::Usage(e.to_string()),
     }
 }
@@ -307,13 +316,13 @@ fn generate_token() -> String {
     hex::encode(bytes)
 }
 
-fn print_try_it(token: &str, address: SocketAddr, engine: &Engine) {
+async fn print_try_it(token: &str, address: SocketAddr, engine: &Engine) {
     let host = if address.ip().is_unspecified() {
         SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), address.port())
     } else {
         address
     };
-    let (app, since, until) = sample_range(engine);
+    let (app, since, until) = sample_range(engine).await;
     println!(
         "\nNo token source is configured (--tokens, --introspection-url), so this run accepts one \
          generated token,\nwith scopes {READ_SCOPE} and {WRITE_SCOPE} on every application:\n\n    {token}\n\n\
@@ -324,21 +333,13 @@ fn print_try_it(token: &str, address: SocketAddr, engine: &Engine) {
 }
 
 /// The first application and up to its first 7 days of data, for the example command.
-fn sample_range(engine: &Engine) -> (i64, String, String) {
+async fn sample_range(engine: &Engine) -> (i64, String, String) {
     let fallback = (1001, "2026-10-01".to_owned(), "2026-10-07".to_owned());
-    let Some(app) = engine.catalog().applications().ok().and_then(|ids| ids.first().copied()) else {
+    let storage = engine.storage();
+    let Some(app) = storage.applications().await.ok().and_then(|ids| ids.first().copied()) else {
         return fallback;
     };
-    let mut dates: Vec<chrono::NaiveDate> = std::fs::read_dir(engine.catalog().application_folder(app))
-        .map(|entries| {
-            entries
-                .filter_map(|e| {
-                    let name = e.ok()?.file_name().into_string().ok()?;
-                    chrono::NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut dates = storage.dates(app).await.unwrap_or_default();
     dates.sort();
     match dates.first() {
         Some(&first) => {

@@ -1,7 +1,6 @@
 //! The engine: opens a dataset, turns validated requests into running queries, and hands
 //! back a stream of Arrow batches.
 
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -12,6 +11,7 @@ use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::display::DisplayableExecutionPlan;
@@ -21,12 +21,11 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::Stream;
 
 use crate::aliases::FieldAliases;
-use crate::catalog::{Catalog, FileSelection};
 use crate::error::{Error, RequestError, Result};
 use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::schema::{file_schema, file_schema_copying_texts};
-use crate::table::SelectedFiles;
+use crate::storage::{DatasetLocation, FileSelection, RequestCounts, Requests, S3Options, Scope, Storage};
 
 /// Settings of an [`Engine`]. `Default` gives settings fit for a laptop and for a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +49,8 @@ pub struct EngineConfig {
     pub metadata_cache_limit: usize,
     /// Other names accepted for fields, and fields the dataset does not hold (none by default).
     pub aliases: FieldAliases,
+    /// Settings of a dataset in an S3-compatible bucket, over the standard `AWS_*` variables.
+    pub s3: S3Options,
 }
 
 impl Default for EngineConfig {
@@ -62,11 +63,13 @@ impl Default for EngineConfig {
             pushdown_filters: true,
             metadata_cache_limit: 50 * 1024 * 1024,
             aliases: FieldAliases::default(),
+            s3: S3Options::default(),
         }
     }
 }
 
-/// An export engine over one dataset folder. Cheap to share: wrap it in an `Arc`.
+/// An export engine over one dataset: a local folder, or a prefix in an S3-compatible bucket.
+/// Cheap to share: wrap it in an `Arc`.
 ///
 /// ```no_run
 /// use futures::StreamExt;
@@ -87,7 +90,7 @@ impl Default for EngineConfig {
 /// # }
 /// ```
 pub struct Engine {
-    catalog: Catalog,
+    storage: Storage,
     ctx: SessionContext,
     policy: RequestPolicy,
     parquet_options: TableParquetOptions,
@@ -96,24 +99,52 @@ pub struct Engine {
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("root", &self.root())
+            .field("location", &self.storage.location())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
 
 impl Engine {
-    /// Opens the dataset below `root` (see docs/dataset.md for its layout).
-    pub fn open(root: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+    /// Opens the dataset at `location`: a local path, or a `file://` or `s3://bucket/prefix`
+    /// URL (see docs/dataset.md for its layout). A local folder is checked now; a bucket is
+    /// first contacted by [`Engine::check`] or the first export.
+    pub fn open<L>(location: L, config: EngineConfig) -> Result<Engine>
+    where
+        L: TryInto<DatasetLocation>,
+        Error: From<L::Error>,
+    {
+        let location = location.try_into()?;
+        let s3 = config.s3.clone();
+        Engine::with_storage(config, |cache| Storage::open(&location, &s3, cache))
+    }
+
+    /// Opens the dataset below `prefix` in an object store of the embedder's own (any
+    /// `object_store::ObjectStore`: a bucket client built with settings of its own, an
+    /// in-memory store, a local file system…). Errors and `--explain` name its objects
+    /// `store://dataset/<key>`.
+    pub fn open_store(
+        store: std::sync::Arc<dyn object_store::ObjectStore>,
+        prefix: &str,
+        config: EngineConfig,
+    ) -> Result<Engine> {
+        let prefix = object_store::path::Path::parse(prefix)
+            .map_err(|e| Error::Config { setting: "prefix", message: e.to_string() })?;
+        let url = datafusion::execution::object_store::ObjectStoreUrl::parse("store://dataset")?;
+        let location = format!("store://dataset/{prefix}");
+        Engine::with_storage(config, |cache| Ok(Storage::from_store(store, prefix, url, location, cache)))
+    }
+
+    fn with_storage(
+        config: EngineConfig,
+        storage: impl FnOnce(Arc<FileMetadataCache>) -> Result<Storage>,
+    ) -> Result<Engine> {
         if config.batch_size == 0 {
             return Err(Error::Config { setting: "batch_size", message: "must be at least 1".into() });
         }
         if config.max_limit == Some(0) {
             return Err(Error::Config { setting: "max_limit", message: "must be at least 1".into() });
         }
-        // Canonical: the scan names files by object-store paths, which may hold no `..`.
-        let root = std::fs::canonicalize(root.as_ref())
-            .map_err(|e| Error::Storage { path: Some(root.as_ref().to_owned()), message: e.to_string() })?;
         let partitions = match config.target_partitions {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -128,22 +159,31 @@ impl Engine {
             .with_memory_limit(config.memory_limit, 1.0)
             .with_metadata_cache_limit(config.metadata_cache_limit)
             .build_arc()?;
-        let catalog =
-            Catalog::open(root)?.with_metadata_cache(runtime.cache_manager.get_file_metadata_cache());
+        let storage = storage(runtime.cache_manager.get_file_metadata_cache())?;
+        if let Some(store) = storage.object_store() {
+            runtime.register_object_store(storage.url().as_ref(), store);
+        }
         Ok(Engine {
-            catalog,
+            storage,
             ctx: SessionContext::new_with_config_rt(session, runtime),
             policy: RequestPolicy { max_limit: config.max_limit, aliases: config.aliases },
             parquet_options,
         })
     }
 
-    pub fn root(&self) -> &Path {
-        self.catalog.root()
+    /// Where the dataset is, as errors and logs name it.
+    pub fn location(&self) -> &str {
+        self.storage.location()
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// Lists the dataset's root once: a missing bucket, refused credentials or an unreachable
+    /// store fail here rather than at the first export.
+    pub async fn check(&self) -> Result<()> {
+        self.storage.check().await
     }
 
     /// The rules requests are validated by.
@@ -159,17 +199,37 @@ impl Engine {
     /// Starts an export. Unreadable files are found (and skipped or reported) before this
     /// returns, so an `Ok` means rows are on their way.
     pub async fn export(&self, request: &ExportRequest) -> Result<ExportStream> {
-        let selection = self.catalog.select(request).await?;
-        let table = self.table(request, &selection);
+        let scope = Scope {
+            application_id: request.application_id(),
+            range: request.range(),
+            dimension: request.date_dimension(),
+            skip_unavailable: request.skip_unavailable_shards(),
+        };
+        let requests = Arc::new(RequestCounts::default());
+        let selection = self.storage.select(&scope, &requests).await?;
+        let table = self.table(request, &selection, &requests);
         let range = if selection.all_in_range() { RangeTest::ProvenByFooters } else { RangeTest::PerRow };
         let logical = build_plan(request, provider_as_source(table), range)?;
         let state = self.ctx.state();
         let physical = state.create_physical_plan(&logical).await?;
         let inner = execute_stream(physical.clone(), self.ctx.task_ctx())?;
-        Ok(ExportStream { schema: inner.schema(), inner, logical, physical, selection })
+        Ok(ExportStream {
+            schema: inner.schema(),
+            inner,
+            logical,
+            physical,
+            selection,
+            requests,
+            local: self.storage.is_local(),
+        })
     }
 
-    fn table(&self, request: &ExportRequest, selection: &FileSelection) -> Arc<dyn TableProvider> {
+    fn table(
+        &self,
+        request: &ExportRequest,
+        selection: &FileSelection,
+        requests: &Arc<RequestCounts>,
+    ) -> Arc<dyn TableProvider> {
         if selection.files.is_empty() {
             return Arc::new(EmptyTable::new(file_schema()));
         }
@@ -180,7 +240,7 @@ impl Engine {
         } else {
             file_schema_copying_texts()
         };
-        Arc::new(SelectedFiles::new(schema, selection.files.clone(), self.parquet_options.clone()))
+        self.storage.table(schema, &selection.files, self.parquet_options.clone(), Arc::clone(requests))
     }
 }
 
@@ -192,6 +252,8 @@ pub struct ExportStream {
     logical: LogicalPlan,
     physical: Arc<dyn ExecutionPlan>,
     selection: FileSelection,
+    requests: Arc<RequestCounts>,
+    local: bool,
 }
 
 impl std::fmt::Debug for ExportStream {
@@ -212,6 +274,11 @@ impl ExportStream {
     /// The files read, and those pruned or skipped.
     pub fn selection(&self) -> &FileSelection {
         &self.selection
+    }
+
+    /// Requests made to the storage so far (listings, ranged reads, bytes).
+    pub fn requests(&self) -> Requests {
+        self.requests.snapshot()
     }
 
     /// The logical plan, the physical plan with its metrics so far (row groups and pages
@@ -237,8 +304,20 @@ impl ExportStream {
             s.row_groups(),
             s.rows()
         ));
+        let r = self.requests();
+        if self.local {
+            out.push_str(&format!(
+                "Storage: {} folder listings, {} reads, {} bytes read\n",
+                r.lists, r.gets, r.bytes
+            ));
+        } else {
+            out.push_str(&format!(
+                "Storage: {} LIST, 0 HEAD, {} GET requests, {} bytes fetched\n",
+                r.lists, r.gets, r.bytes
+            ));
+        }
         for skipped in &s.skipped {
-            out.push_str(&format!("Skipped {}: {}\n", skipped.path.display(), skipped.reason));
+            out.push_str(&format!("Skipped {}: {}\n", skipped.name, skipped.reason));
         }
         out
     }

@@ -1,10 +1,9 @@
 //! The engine's errors: one enum of categories, so that callers (the HTTP server, the CLI)
 //! can decide once how each category is reported.
 
-use std::path::PathBuf;
-
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
+use datafusion::parquet::errors::ParquetError;
 
 /// A request that cannot be served as asked: names the parameter and says what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,10 +69,11 @@ pub enum Error {
     #[error(transparent)]
     InvalidRequest(#[from] RequestError),
 
-    /// A part of the dataset could not be read: a missing or unreadable folder, or a corrupt,
-    /// truncated, vanished or forbidden file. `path` names it.
+    /// A part of the dataset could not be read: a missing or unreadable folder, bucket or
+    /// prefix, or a corrupt, truncated, vanished, replaced or forbidden file. `path` names it:
+    /// a local path, or `s3://bucket/key`.
     #[error("{}", describe_storage(path.as_deref(), message))]
-    Storage { path: Option<PathBuf>, message: String },
+    Storage { path: Option<String>, message: String },
 
     /// A configured limit (such as the memory pool) was reached.
     #[error("resources exhausted: {0}")]
@@ -102,9 +102,11 @@ impl From<DataFusionError> for Error {
                 Ok(inner) => Error::from(inner),
                 Err(shared) => Error::Internal(DataFusionError::Shared(shared)),
             },
-            e @ (DataFusionError::ParquetError(_)
-            | DataFusionError::IoError(_)
-            | DataFusionError::ObjectStore(_)) => Error::Storage { path: None, message: e.to_string() },
+            DataFusionError::ParquetError(e) => storage_error_in(e.as_ref())
+                .unwrap_or_else(|| Error::Storage { path: None, message: e.to_string() }),
+            e @ (DataFusionError::IoError(_) | DataFusionError::ObjectStore(_)) => {
+                Error::Storage { path: None, message: e.to_string() }
+            }
             // Arrow errors met while reading are the data's fault: undecodable pages, values
             // that cannot be converted to the contract's types.
             DataFusionError::ArrowError(e, _)
@@ -119,7 +121,8 @@ impl From<DataFusionError> for Error {
                         | ArrowError::ExternalError(_)
                 ) =>
             {
-                Error::Storage { path: None, message: e.to_string() }
+                storage_error_in(e.as_ref())
+                    .unwrap_or_else(|| Error::Storage { path: None, message: e.to_string() })
             }
             DataFusionError::External(inner) => match inner.downcast::<DataFusionError>() {
                 Ok(df) => Error::from(*df),
@@ -133,9 +136,34 @@ impl From<DataFusionError> for Error {
     }
 }
 
-fn describe_storage(path: Option<&std::path::Path>, message: &str) -> String {
+/// The storage layer's own error (naming the object) inside a Parquet or Arrow error, if the
+/// failure came from a read.
+fn storage_error_in(e: &(dyn std::error::Error + 'static)) -> Option<Error> {
+    let mut current = Some(e);
+    while let Some(error) = current {
+        if let Some(Error::Storage { path, message }) = error.downcast_ref::<Error>() {
+            return Some(Error::Storage { path: path.clone(), message: message.clone() });
+        }
+        current = match error.downcast_ref::<ParquetError>() {
+            Some(ParquetError::External(inner)) => Some(inner.as_ref()),
+            _ => match error.downcast_ref::<ArrowError>() {
+                Some(ArrowError::ExternalError(inner)) => Some(inner.as_ref()),
+                _ => error.source(),
+            },
+        };
+    }
+    None
+}
+
+impl From<std::convert::Infallible> for Error {
+    fn from(never: std::convert::Infallible) -> Error {
+        match never {}
+    }
+}
+
+fn describe_storage(path: Option<&str>, message: &str) -> String {
     match path {
-        Some(path) => format!("cannot read {}: {message}", path.display()),
+        Some(path) => format!("cannot read {path}: {message}"),
         None => format!("cannot read the dataset: {message}"),
     }
 }

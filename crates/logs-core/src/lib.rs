@@ -1,26 +1,22 @@
 //! `logs-core`: the export engine of logs-export.
 //!
-//! A raw query string (spec §4.1) is parsed into [`QueryPairs`], validated into an
-//! [`ExportRequest`], mapped by [`plan::build_plan`] onto a DataFusion logical plan over the
-//! application's Parquet files (chosen and pruned by the [`Catalog`]), and executed by the
-//! [`Engine`] as an [`ExportStream`] of Arrow record batches. The engine knows nothing of
-//! HTTP or of output formats.
+//! A raw query string is parsed into [`QueryPairs`], validated into an [`ExportRequest`],
+//! mapped by [`plan::build_plan`] onto a DataFusion logical plan over the application's
+//! Parquet files (chosen and pruned by the [`Storage`], in a local folder or an S3-compatible
+//! bucket), and executed by the [`Engine`] as an [`ExportStream`] of Arrow record batches. The
+//! engine knows nothing of HTTP or of output formats.
 
 pub mod aliases;
-pub mod catalog;
 pub mod engine;
 pub mod error;
-mod page_headers;
 pub mod part;
 pub mod plan;
 pub mod query;
-mod reader;
 pub mod request;
 pub mod schema;
-pub mod table;
+pub mod storage;
 
 pub use aliases::{ColumnSource, FieldAliases};
-pub use catalog::{Catalog, FileSelection, SelectedFile, SkippedFile};
 pub use engine::{Engine, EngineConfig, ExportStream, Pruning};
 pub use error::{Error, RequestError, Result};
 pub use query::QueryPairs;
@@ -28,6 +24,12 @@ pub use request::{
     Column, DateDimension, ExportRequest, Filter, FilterValue, Parts, RequestPolicy, TimeRange,
 };
 pub use schema::{Field, FieldType};
+pub use storage::{
+    Addressing, DatasetLocation, FileSelection, Requests, S3Credentials, S3Options, Scope, SelectedFile,
+    SkippedFile, Storage,
+};
 
 /// Arrow, as used by the engine (re-exported so embedders use the same version).
 pub use datafusion::arrow;
+/// object_store, as used by the engine (to hand an embedder's own store to [`Storage::from_store`]).
+pub use object_store;

@@ -2,7 +2,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -38,9 +38,9 @@ async fn a_one_day_export_reads_only_that_days_folder_of_that_application() {
     assert!(!selection.files.is_empty());
     for file in &selection.files {
         assert!(
-            file.path.starts_with(root.join("application_id=1001/date=2026-10-02")),
+            Path::new(&file.name).starts_with(root.join("application_id=1001/date=2026-10-02")),
             "{}",
-            file.path.display()
+            file.name
         );
     }
     assert_eq!(selection.date_folders, 5);
@@ -122,7 +122,7 @@ async fn an_unreadable_file_fails_the_export_naming_it_unless_skipping_is_asked_
     let query = format!("{DAY1}&fields=error_id,os_name");
     match engine.export(&request(&query)).await {
         Err(Error::Storage { path: Some(path), .. }) => {
-            assert!(path == bad || path == empty, "{}", path.display())
+            assert!(Path::new(&path) == bad || Path::new(&path) == empty, "{path}")
         }
         other => panic!("expected a storage error naming the file, got {other:?}"),
     }
@@ -130,7 +130,7 @@ async fn an_unreadable_file_fails_the_export_naming_it_unless_skipping_is_asked_
     let request = request(&format!("{query}&skip_unavailable_shards=true"));
     let rows = engine_rows(&engine, &request).await;
     let export = engine.export(&request).await.unwrap();
-    let mut skipped: Vec<_> = export.selection().skipped.iter().map(|s| s.path.clone()).collect();
+    let mut skipped: Vec<_> = export.selection().skipped.iter().map(|s| PathBuf::from(&s.name)).collect();
     skipped.sort();
     assert_eq!(skipped, [bad, empty]);
     assert_eq!(sorted(rows), sorted(read_all(&root).answer(&request)));
@@ -149,7 +149,7 @@ async fn files_that_are_not_parquet_data_are_ignored() {
     let engine = engine(&root);
     let request = request(&format!("{DAY1}&fields=error_id"));
     assert_eq!(sorted(engine_rows(&engine, &request).await), sorted(read_all(&root).answer(&request)));
-    assert_eq!(engine.catalog().applications().unwrap(), [1001, 1002, 1003]);
+    assert_eq!(engine.storage().applications().await.unwrap(), [1001, 1002, 1003]);
 }
 
 #[tokio::test]

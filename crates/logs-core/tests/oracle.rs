@@ -163,6 +163,63 @@ async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usiz
     );
 }
 
+/// Over a bucket (moto on loopback, every listing paginated, a prefix with a space and
+/// non-ASCII characters, keys that are not data beside the files): the same rows, in the same
+/// order, as over the folder, and the same pruning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_bucket_the_engine_exports_what_it_exports_over_the_folder() {
+    let dir = generate(6000, 7);
+    let root = data_root(&dir);
+    let day = root.join("application_id=1001/date=2026-10-02");
+    std::fs::write(day.join("_SUCCESS"), b"").unwrap();
+    std::fs::write(day.join("notes.txt"), b"not data").unwrap();
+    std::fs::copy(day.join("part-00000.parquet"), day.join(".part-00000.parquet")).unwrap();
+    std::fs::copy(day.join("part-00000.parquet"), day.join("_tmp.parquet")).unwrap();
+    let server = logs_testkit::s3::S3Server::start();
+    server.create_bucket("logs");
+    server.upload_folder(&root, "logs", "exports 2026/données");
+    let endpoint = server.endpoint();
+    let over_bucket = bucket_engine("s3://logs/exports%202026/donn%C3%A9es", &endpoint, 1);
+    let over_folder = engine_with_partitions(&root, 1);
+    assert_eq!(over_bucket.storage().applications().await.unwrap(), [1001, 1002, 1003]);
+
+    let records = read_all(&root);
+    let mut rng = StdRng::seed_from_u64(3);
+    for _ in 0..60 {
+        let query = random_query(&mut rng, &records);
+        let request = request(&query);
+        let (from_folder, folder_export) = export_rows(&over_folder, &request).await;
+        let (from_bucket, bucket_export) = export_rows(&over_bucket, &request).await;
+        assert_eq!(from_bucket, from_folder, "{query}");
+        assert_matches_oracle(&query, &request, from_bucket, records.answer(&request));
+        let (a, b) = (folder_export.selection(), bucket_export.selection());
+        assert_eq!(
+            (
+                a.date_folders,
+                a.date_folders_pruned,
+                a.candidate_files,
+                a.files_pruned_by_statistics,
+                a.files.len()
+            ),
+            (
+                b.date_folders,
+                b.date_folders_pruned,
+                b.candidate_files,
+                b.files_pruned_by_statistics,
+                b.files.len()
+            ),
+            "{query}"
+        );
+        assert!(b.files.iter().all(|f| f.name.starts_with("s3://logs/exports 2026/données/application_id=")));
+        let explain = bucket_export.explain();
+        assert!(explain.contains(" LIST, 0 HEAD, "), "{explain}");
+        assert!(
+            !explain.contains(logs_testkit::s3::SECRET_ACCESS_KEY)
+                && !explain.contains(logs_testkit::s3::ACCESS_KEY_ID)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn engine_agrees_with_the_oracle_on_a_generated_dataset() {
     let dir = generate(6000, 7);

@@ -57,12 +57,12 @@ impl InProcess {
         let set = TokenSet::parse(&toml).map_err(anyhow::Error::msg)?;
         let auth = Authenticator::new(Some(Arc::new(TokenStore::fixed(set))), None);
         let options = ServeOptions::for_settings(&settings);
-        let state = AppState::new(engine, auth, settings).map_err(anyhow::Error::msg)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("server")
             .enable_all()
             .build()?;
+        let state = runtime.block_on(AppState::new(engine, auth, settings)).map_err(anyhow::Error::msg)?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -18,6 +18,14 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// An object of the dataset's storage (such as `applications.toml` in a bucket) could not
+    /// be read.
+    #[error("cannot read the {what}: {source}")]
+    UnreadableObject {
+        what: &'static str,
+        #[source]
+        source: logs_core::Error,
+    },
     /// A file was read, and its content is invalid.
     #[error("the {what} {} is invalid: {message}", path.display())]
     InvalidFile { what: &'static str, path: PathBuf, message: String },

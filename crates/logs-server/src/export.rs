@@ -87,7 +87,7 @@ pub async fn export_errors(
     let (stream, first) = started;
     let skipped = stream.selection().skipped.len();
     for file in &stream.selection().skipped {
-        tracing::warn!(path = %file.path.display(), reason = %file.reason, "skipped an unreadable file");
+        tracing::warn!(path = %file.name, reason = %file.reason, "skipped an unreadable file");
     }
     state.metrics().add_skipped_files(skipped as u64);
 

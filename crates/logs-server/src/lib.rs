@@ -35,7 +35,7 @@
 //! let auth = Authenticator::new(Some(Arc::new(tokens)), None);
 //! let settings = Settings::default();
 //! let options = ServeOptions::for_settings(&settings);
-//! let state = AppState::new(engine, auth, settings)?;
+//! let state = AppState::new(engine, auth, settings).await?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! logs_server::serve(listener, logs_server::app(state), options, std::future::pending()).await?;
 //! # Ok(())

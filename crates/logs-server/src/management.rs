@@ -19,6 +19,7 @@ use std::path::Path;
 
 use axum::Json;
 use axum::extract::State;
+use logs_core::Storage;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{ReadAccess, describe_toml_error};
@@ -50,18 +51,21 @@ pub struct ApplicationDirectory {
 }
 
 impl ApplicationDirectory {
-    /// Reads `<root>/applications.toml` if it exists.
-    pub fn load(root: &Path) -> Result<ApplicationDirectory, ConfigError> {
+    /// Reads the dataset's `applications.toml` (in its folder or bucket prefix), if it has one.
+    pub async fn load(storage: &Storage) -> Result<ApplicationDirectory, ConfigError> {
         const WHAT: &str = "applications file";
-        let path = root.join(APPLICATIONS_FILE);
-        let text = match ConfigError::read(WHAT, &path) {
-            Ok(text) => text,
-            Err(ConfigError::Unreadable { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(ApplicationDirectory::default());
-            }
-            Err(e) => return Err(e),
+        let path = Path::new(storage.location()).join(APPLICATIONS_FILE);
+        let bytes = match storage.read_optional(APPLICATIONS_FILE).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(ApplicationDirectory::default()),
+            Err(source) => return Err(ConfigError::UnreadableObject { what: WHAT, source }),
         };
-        ApplicationDirectory::parse(&text).map_err(ConfigError::in_file(WHAT, &path))
+        let text = std::str::from_utf8(&bytes).map_err(|_| ConfigError::InvalidFile {
+            what: WHAT,
+            path: path.clone(),
+            message: "not UTF-8 text".into(),
+        })?;
+        ApplicationDirectory::parse(text).map_err(ConfigError::in_file(WHAT, &path))
     }
 
     pub fn parse(text: &str) -> Result<ApplicationDirectory, ConfigError> {
@@ -107,10 +111,7 @@ pub async fn list_applications(
     State(state): State<AppState>,
     ReadAccess(caller): ReadAccess,
 ) -> Result<Json<ApplicationList>, ApiError> {
-    let catalog = state.engine().catalog().clone();
-    let discovered = tokio::task::spawn_blocking(move || catalog.applications())
-        .await
-        .map_err(|e| ApiError::Internal(format!("listing the applications panicked: {e}")))??;
+    let discovered = state.engine().storage().applications().await?;
     let applications = state
         .applications()
         .list(&discovered)

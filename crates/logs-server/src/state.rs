@@ -100,13 +100,13 @@ struct Inner {
 
 impl AppState {
     /// Checks the settings and reads the dataset's `applications.toml`, if any.
-    pub fn new(
+    pub async fn new(
         engine: Arc<Engine>,
         auth: Authenticator,
         settings: Settings,
     ) -> Result<AppState, ConfigError> {
         settings.validate()?;
-        let applications = ApplicationDirectory::load(engine.root())?;
+        let applications = ApplicationDirectory::load(engine.storage()).await?;
         let limiter = Arc::new(ExportLimiter::new(
             settings.max_exports,
             settings.max_exports_per_token,

@@ -1,4 +1,4 @@
-//! The API through `app()` without a socket: every status, the bodies and the headers.
+//! The API through `app().await` without a socket: every status, the bodies and the headers.
 
 mod common;
 
@@ -11,13 +11,13 @@ use logs_format::Format;
 use logs_server::auth::TokenHash;
 use logs_server::{AppState, Settings};
 
-fn app() -> axum::Router {
-    logs_server::app(state(small_dataset(), Settings::default()))
+async fn app() -> axum::Router {
+    logs_server::app(state(small_dataset(), Settings::default()).await)
 }
 
 #[tokio::test]
 async fn csv_export_is_the_engine_stream_encoded() {
-    let app = app();
+    let app = app().await;
     let (status, headers, body) = get(&app, EXPORT_CSV, Some(READER)).await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     assert_eq!(headers[header::CONTENT_TYPE], "text/csv; charset=utf-8");
@@ -43,7 +43,7 @@ fn sorted_lines(bytes: &[u8]) -> Vec<&[u8]> {
 
 #[tokio::test]
 async fn json_export_and_bom() {
-    let app = app();
+    let app = app().await;
     let uri = "/logs/v1/export/errors.json?application_id=1002&date_since=2026-10-02%2000:00:00&\
                date_until=2026-10-03+12:00:00&fields=error_id,mcc,os_name&os_name=android&limit=5";
     let (status, headers, body) = get(&app, uri, Some(READER)).await;
@@ -71,7 +71,7 @@ async fn aliases_work_wherever_field_names_do() {
     .unwrap();
     let config = EngineConfig { target_partitions: 1, aliases, ..EngineConfig::default() };
     let app = logs_server::app(
-        AppState::new(engine(small_dataset(), config), token_auth(), Settings::default()).unwrap(),
+        AppState::new(engine(small_dataset(), config), token_auth(), Settings::default()).await.unwrap(),
     );
     let base = "/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-03";
 
@@ -108,7 +108,7 @@ async fn aliases_work_wherever_field_names_do() {
 
 #[tokio::test]
 async fn bad_parameters_are_400_naming_the_parameter() {
-    let app = app();
+    let app = app().await;
     let cases = [
         ("application_id=1001&date_until=2026-10-07&fields=error_id", "date_since"),
         ("application_id=1001&date_since=2026-13-01&date_until=2026-10-07&fields=error_id", "date_since"),
@@ -130,7 +130,8 @@ async fn bad_parameters_are_400_naming_the_parameter() {
 
 #[tokio::test]
 async fn the_exact_error_body() {
-    let (_, _, body) = get(&app(), "/logs/v1/export/errors.csv?application_id=1001", Some(READER)).await;
+    let (_, _, body) =
+        get(&app().await, "/logs/v1/export/errors.csv?application_id=1001", Some(READER)).await;
     assert_eq!(
         json(&body),
         serde_json::json!({
@@ -144,7 +145,7 @@ async fn the_exact_error_body() {
 
 #[tokio::test]
 async fn missing_malformed_and_unknown_tokens_are_401() {
-    let app = app();
+    let app = app().await;
     let (status, headers, body) = get(&app, EXPORT_CSV, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(headers[header::WWW_AUTHENTICATE], "OAuth realm=\"logs-export\"");
@@ -163,7 +164,7 @@ async fn missing_malformed_and_unknown_tokens_are_401() {
 
 #[tokio::test]
 async fn scheme_is_case_insensitive_and_bearer_works() {
-    let app = app();
+    let app = app().await;
     for scheme in ["OAuth", "oauth", "BEARER", "Bearer"] {
         let value = format!("{scheme} {READER}");
         let (status, ..) = call(&app, Method::GET, EXPORT_CSV, &[("authorization", &value)]).await;
@@ -173,7 +174,7 @@ async fn scheme_is_case_insensitive_and_bearer_works() {
 
 #[tokio::test]
 async fn a_token_in_the_query_string_is_refused() {
-    let app = app();
+    let app = app().await;
     for parameter in ["oauth_token", "access_token", "token"] {
         let uri = format!("{EXPORT_CSV}&{parameter}={READER}");
         // Even with a valid header, and even for /healthz.
@@ -191,7 +192,7 @@ async fn a_token_in_the_query_string_is_refused() {
 
 #[tokio::test]
 async fn scopes_and_applications_are_403() {
-    let app = app();
+    let app = app().await;
     let (status, headers, body) = get(&app, EXPORT_CSV, Some(WRITER)).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(
@@ -225,7 +226,7 @@ async fn scopes_and_applications_are_403() {
 
 #[tokio::test]
 async fn unknown_routes_and_extensions_are_404_behind_authorization() {
-    let app = app();
+    let app = app().await;
     for path in [
         "/logs/v1/export/errors.xml?application_id=1",
         "/logs/v1/export/errors",
@@ -242,7 +243,7 @@ async fn unknown_routes_and_extensions_are_404_behind_authorization() {
 
 #[tokio::test]
 async fn wrong_methods_are_405_with_allow() {
-    let app = app();
+    let app = app().await;
     for method in [Method::POST, Method::PUT, Method::DELETE] {
         let auth = format!("OAuth {READER}");
         let (status, headers, body) =
@@ -256,7 +257,7 @@ async fn wrong_methods_are_405_with_allow() {
 
 #[tokio::test]
 async fn long_targets_are_414_and_large_headers_431() {
-    let app = app();
+    let app = app().await;
     let long = format!("{EXPORT_CSV}&error_name={}", "x".repeat(9000));
     let (status, _, body) = get(&app, &long, Some(READER)).await;
     assert_eq!(status, StatusCode::URI_TOO_LONG);
@@ -276,7 +277,7 @@ async fn long_targets_are_414_and_large_headers_431() {
 #[tokio::test]
 async fn concurrency_limits_are_429_per_token_and_503_in_all() {
     let settings = Settings { max_exports: 2, max_exports_per_token: 1, ..Settings::default() };
-    let state = state(small_dataset(), settings);
+    let state = state(small_dataset(), settings).await;
     let app = logs_server::app(state.clone());
     let held = state.limiter().acquire(TokenHash::of(READER)).unwrap();
     let (status, headers, body) = get(&app, EXPORT_CSV, Some(READER)).await;
@@ -305,7 +306,7 @@ async fn unreadable_files_are_503_without_paths_or_skipped_on_request() {
     generate(dir.path(), 3_000, 2);
     let broken = dir.path().join("application_id=1002/date=2026-10-01/part-00000.parquet");
     std::fs::write(&broken, b"PAR1 not really").unwrap();
-    let app = logs_server::app(state(dir.path(), Settings::default()));
+    let app = logs_server::app(state(dir.path(), Settings::default()).await);
     let uri = "/logs/v1/export/errors.csv?application_id=1002&date_since=2026-10-01&date_until=2026-10-02&fields=error_id";
     let (status, headers, body) = get(&app, uri, Some(READER)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -325,7 +326,7 @@ async fn unreadable_files_are_503_without_paths_or_skipped_on_request() {
 #[tokio::test]
 async fn the_first_byte_timeout_is_503() {
     let settings = Settings { first_byte_timeout: Duration::from_nanos(1), ..Settings::default() };
-    let state = state(small_dataset(), settings);
+    let state = state(small_dataset(), settings).await;
     let app = logs_server::app(state.clone());
     let (status, _, body) = get(&app, EXPORT_CSV, Some(READER)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -336,14 +337,14 @@ async fn the_first_byte_timeout_is_503() {
 
 #[tokio::test]
 async fn healthz_needs_no_token() {
-    let (status, _, body) = get(&app(), "/healthz", None).await;
+    let (status, _, body) = get(&app().await, "/healthz", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(json(&body)["status"], "ok");
 }
 
 #[tokio::test]
 async fn applications_are_listed_as_the_token_may_see_them() {
-    let app = app();
+    let app = app().await;
     let (status, headers, body) = get(&app, "/management/v1/applications", Some(READER)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("application/json"));
@@ -368,6 +369,7 @@ async fn a_broken_applications_file_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("applications.toml"), "[[applications]]\nid = \"x\"").unwrap();
     let e = AppState::new(engine(dir.path(), EngineConfig::default()), token_auth(), Settings::default())
+        .await
         .unwrap_err();
     assert!(matches!(e, logs_server::ConfigError::InvalidFile { .. }), "{e:?}");
     assert!(e.to_string().contains("applications.toml"), "{e}");
@@ -375,13 +377,14 @@ async fn a_broken_applications_file_is_refused_at_start() {
     std::fs::remove_file(dir.path().join("applications.toml")).unwrap();
     std::fs::create_dir(dir.path().join("applications.toml")).unwrap();
     let e = AppState::new(engine(dir.path(), EngineConfig::default()), token_auth(), Settings::default())
+        .await
         .unwrap_err();
-    assert!(matches!(e, logs_server::ConfigError::Unreadable { .. }), "{e:?}");
+    assert!(matches!(e, logs_server::ConfigError::UnreadableObject { .. }), "{e:?}");
 }
 
 #[tokio::test]
 async fn metrics_count_requests_and_exports_without_tokens() {
-    let state = state(small_dataset(), Settings::default());
+    let state = state(small_dataset(), Settings::default()).await;
     let app = logs_server::app(state.clone());
     get(&app, EXPORT_CSV, Some(READER)).await;
     get(&app, EXPORT_CSV, Some("tok-unknown-secret")).await;
@@ -409,7 +412,7 @@ async fn metrics_count_requests_and_exports_without_tokens() {
 
 #[tokio::test]
 async fn head_answers_the_headers_and_cancels_the_query() {
-    let state = state(small_dataset(), Settings::default());
+    let state = state(small_dataset(), Settings::default()).await;
     let app = logs_server::app(state.clone());
     let auth = format!("OAuth {READER}");
     let (status, headers, body) = call(&app, Method::HEAD, EXPORT_CSV, &[("authorization", &auth)]).await;
@@ -423,7 +426,7 @@ async fn head_answers_the_headers_and_cancels_the_query() {
 
 #[tokio::test]
 async fn a_client_that_refuses_every_coding_gets_the_answer_unencoded_never_406() {
-    let app = app();
+    let app = app().await;
     let auth = format!("OAuth {READER}");
     let (_, _, plain) = call(&app, Method::GET, EXPORT_CSV, &[("authorization", &auth)]).await;
     for refusing in ["identity;q=0", "*;q=0", "gzip;q=0, identity;q=0", "br;q=1, *;q=0"] {

@@ -178,7 +178,7 @@ async fn matrix_state() -> AppState {
     let introspector = Arc::new(Introspector::new(config).unwrap());
     let auth = Authenticator::new(Some(Arc::new(tokens())), Some(introspector));
     let engine = engine(small_dataset(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
-    AppState::new(engine, auth, Settings::default()).unwrap()
+    AppState::new(engine, auth, Settings::default()).await.unwrap()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -367,7 +367,7 @@ fn generated_paths(count: usize) -> Vec<String> {
 
 #[tokio::test]
 async fn every_path_but_the_health_route_needs_a_token_for_every_method() {
-    let app = logs_server::app(state(small_dataset(), Settings::default()));
+    let app = logs_server::app(state(small_dataset(), Settings::default()).await);
     let mut paths: Vec<String> = PROTECTED.iter().chain(&MADE_UP).map(|p| (*p).to_owned()).collect();
     paths.extend(generated_paths(300));
     let methods = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS];
@@ -398,7 +398,7 @@ async fn every_path_but_the_health_route_needs_a_token_for_every_method() {
 /// mounted outside the layer that names its scope cannot run without a caller.
 #[tokio::test]
 async fn routes_around_the_router_fail_closed() {
-    let state = state(small_dataset(), Settings::default());
+    let state = state(small_dataset(), Settings::default()).await;
     let nested = Router::new().nest("/v2", logs_server::app(state.clone()));
     assert_eq!(get(&nested, "/v2/healthz", None).await.0, StatusCode::OK);
     for path in ["/v2/logs/v1/export/errors.csv", "/v2/management/v1/applications", "/v2/nope"] {
@@ -424,7 +424,7 @@ async fn routes_around_the_router_fail_closed() {
 /// 401 lacks.
 #[tokio::test]
 async fn bug_unauthenticated_answers_do_not_reveal_which_routes_exist() {
-    let app = logs_server::app(state(small_dataset(), Settings::default()));
+    let app = logs_server::app(state(small_dataset(), Settings::default()).await);
     for method in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH, Method::OPTIONS] {
         let (_, unknown, _) = call(&app, method.clone(), "/logs/v1/export/errors.xml", &[]).await;
         for path in PROTECTED {

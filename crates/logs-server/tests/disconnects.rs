@@ -47,7 +47,7 @@ async fn clients_dropping_mid_export_leak_nothing() {
     // Small batches: each of the 50 exports decodes one before its first byte, and a client
     // drops soon after; what is measured is what stays behind, not how fast exports start.
     let config = EngineConfig { target_partitions: 1, batch_size: 1024, ..EngineConfig::default() };
-    let state = AppState::new(engine(large_dataset(), config), token_auth(), settings).unwrap();
+    let state = AppState::new(engine(large_dataset(), config), token_auth(), settings).await.unwrap();
     let server = TestServer::start(state, options).await;
     let metrics = server.state.metrics().clone();
     let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");

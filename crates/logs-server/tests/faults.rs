@@ -37,8 +37,9 @@ fn one_partition() -> EngineConfig {
     EngineConfig { target_partitions: 1, batch_size: 512, ..EngineConfig::default() }
 }
 
-fn app_over(root: &Path) -> (axum::Router, AppState) {
-    let state = AppState::new(engine(root, one_partition()), token_auth(), Settings::default()).unwrap();
+async fn app_over(root: &Path) -> (axum::Router, AppState) {
+    let state =
+        AppState::new(engine(root, one_partition()), token_auth(), Settings::default()).await.unwrap();
     (logs_server::app(state.clone()), state)
 }
 
@@ -71,7 +72,7 @@ async fn unreadable_files_are_503_before_the_first_byte_or_skipped_and_counted()
     let damaged = tempfile::tempdir().unwrap();
     generate(damaged.path(), 2000, 2);
     let bad = add_unreadable_files(&damaged.path().join(DAY2_FOLDER));
-    let (app, state) = app_over(damaged.path());
+    let (app, state) = app_over(damaged.path()).await;
     let reference = engine(pristine.path(), one_partition());
 
     for (format, name) in [(Format::Csv, "errors.csv"), (Format::Json, "errors.json")] {
@@ -121,7 +122,7 @@ async fn a_file_deleted_or_replaced_during_the_transfer_aborts_it_or_it_complete
     let query = "application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
     let expected = encode_directly(&engine(dir.path(), one_partition()), Format::Csv, query).await;
     let state =
-        AppState::new(engine(dir.path(), one_partition()), token_auth(), Settings::default()).unwrap();
+        AppState::new(engine(dir.path(), one_partition()), token_auth(), Settings::default()).await.unwrap();
     let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
     let target = format!("/logs/v1/export/errors.csv?{query}");
 
@@ -189,15 +190,15 @@ fn damaged_pages(valid: &[u8]) -> Vec<Vec<u8>> {
     copies
 }
 
-fn whole_file_batches(root: &Path) -> axum::Router {
+async fn whole_file_batches(root: &Path) -> axum::Router {
     let config = EngineConfig { target_partitions: 1, batch_size: 1 << 16, ..EngineConfig::default() };
-    logs_server::app(AppState::new(engine(root, config), token_auth(), Settings::default()).unwrap())
+    logs_server::app(AppState::new(engine(root, config), token_auth(), Settings::default()).await.unwrap())
 }
 
 #[tokio::test]
 async fn damaged_pages_before_the_first_byte_are_an_error_status_never_a_short_200() {
     let (dir, victim, valid) = dataset_with_one_file_for_the_day();
-    let app = whole_file_batches(dir.path());
+    let app = whole_file_batches(dir.path()).await;
     let uri = format!("/logs/v1/export/errors.csv?{DAY2}&fields=error_id,error,mcc,os_name");
     let mut errors = 0;
     for bytes in damaged_pages(&valid) {
@@ -218,7 +219,7 @@ async fn damaged_pages_before_the_first_byte_are_an_error_status_never_a_short_2
 #[tokio::test]
 async fn damaged_pages_before_the_first_byte_are_503_storage_unavailable() {
     let (dir, victim, valid) = dataset_with_one_file_for_the_day();
-    let app = whole_file_batches(dir.path());
+    let app = whole_file_batches(dir.path()).await;
     let uri = format!("/logs/v1/export/errors.csv?{DAY2}&fields=error_id,error,mcc,os_name");
     for (i, bytes) in damaged_pages(&valid).into_iter().enumerate() {
         std::fs::write(&victim, bytes).unwrap();
@@ -333,15 +334,16 @@ async fn respond(socket: &mut tokio::net::TcpStream, answer: Answer) -> std::io:
     }
 }
 
-fn app_with_provider(addr: SocketAddr) -> axum::Router {
+async fn app_with_provider(addr: SocketAddr) -> axum::Router {
     let credentials =
         ClientCredentials { client_id: "logs-client".into(), client_secret: Secret("s".into()) };
     let mut config =
         IntrospectionConfig::new(format!("http://{addr}/introspect").parse().unwrap(), credentials);
     config.timeout = Duration::from_millis(500);
     let auth = Authenticator::new(None, Some(Arc::new(Introspector::new(config).unwrap())));
-    let state =
-        AppState::new(engine(small_dataset(), EngineConfig::default()), auth, Settings::default()).unwrap();
+    let state = AppState::new(engine(small_dataset(), EngineConfig::default()), auth, Settings::default())
+        .await
+        .unwrap();
     logs_server::app(state)
 }
 
@@ -381,7 +383,7 @@ async fn a_provider_answering_garbage_is_503_never_a_pass_and_not_cached() {
     ];
     for (what, answer) in cases {
         let (addr, calls) = provider(answer).await;
-        let app = app_with_provider(addr);
+        let app = app_with_provider(addr).await;
         for attempt in 1..=2 {
             let started = Instant::now();
             let (status, headers, body) = get(&app, EXPORT_CSV, Some("tok-garbage")).await;
@@ -423,7 +425,7 @@ async fn members_of_the_wrong_type_never_grant_access() {
     ];
     for (what, answer, error_type) in cases {
         let (addr, _) = provider(Answer::Json(answer)).await;
-        let app = app_with_provider(addr);
+        let app = app_with_provider(addr).await;
         let (status, _, body) = get(&app, EXPORT_CSV, Some("tok-odd")).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{what}");
         error_body(status, &body, error_type);

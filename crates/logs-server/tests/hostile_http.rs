@@ -35,7 +35,7 @@ impl Fixture {
     }
 
     async fn start_with(adjust: impl FnOnce(&mut ServeOptions)) -> Fixture {
-        let state = state(small_dataset(), Settings::default());
+        let state = state(small_dataset(), Settings::default()).await;
         let mut options = ServeOptions::for_settings(state.settings());
         adjust(&mut options);
         let server = TestServer::start(state.clone(), options).await;

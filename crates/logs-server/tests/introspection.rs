@@ -80,11 +80,12 @@ fn config(addr: SocketAddr, secret: &str) -> IntrospectionConfig {
     config
 }
 
-fn app_with(config: IntrospectionConfig, tokens: Option<TokenStore>) -> (axum::Router, AppState) {
+async fn app_with(config: IntrospectionConfig, tokens: Option<TokenStore>) -> (axum::Router, AppState) {
     let introspector = Arc::new(Introspector::new(config).unwrap());
     let auth = Authenticator::new(tokens.map(Arc::new), Some(introspector));
-    let state =
-        AppState::new(engine(small_dataset(), EngineConfig::default()), auth, Settings::default()).unwrap();
+    let state = AppState::new(engine(small_dataset(), EngineConfig::default()), auth, Settings::default())
+        .await
+        .unwrap();
     (logs_server::app(state.clone()), state)
 }
 
@@ -95,7 +96,7 @@ fn export_of(app_id: i64) -> String {
 #[tokio::test]
 async fn active_tokens_are_cached_and_limited_to_their_applications() {
     let idp = provider().await;
-    let (app, _) = app_with(config(idp.addr, "idp-secret"), None);
+    let (app, _) = app_with(config(idp.addr, "idp-secret"), None).await;
     let (status, ..) = get(&app, EXPORT_CSV, Some("tok-idp-active")).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _, body) = get(&app, &export_of(1002), Some("tok-idp-active")).await;
@@ -114,7 +115,7 @@ async fn inactive_and_expired_tokens_are_401_and_cached_briefly() {
     let idp = provider().await;
     let mut config = config(idp.addr, "idp-secret");
     config.negative_ttl = Duration::from_millis(300);
-    let (app, _) = app_with(config, None);
+    let (app, _) = app_with(config, None).await;
     for _ in 0..3 {
         let (status, headers, body) = get(&app, EXPORT_CSV, Some("tok-idp-unknown")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -135,7 +136,7 @@ async fn inactive_and_expired_tokens_are_401_and_cached_briefly() {
 #[tokio::test]
 async fn a_missing_scope_is_403() {
     let idp = provider().await;
-    let (app, _) = app_with(config(idp.addr, "idp-secret"), None);
+    let (app, _) = app_with(config(idp.addr, "idp-secret"), None).await;
     let (status, _, body) = get(&app, EXPORT_CSV, Some("tok-idp-noscope")).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     error_body(status, &body, "insufficient_scope");
@@ -147,7 +148,7 @@ async fn applications_from_a_grants_file_or_none() {
     let mut config = config(idp.addr, "idp-secret");
     config.grants =
         Some(ApplicationGrants::parse("[[grants]]\nclient_id = \"granted\"\napplications = [1002]").unwrap());
-    let (app, _) = app_with(config, None);
+    let (app, _) = app_with(config, None).await;
     assert_eq!(get(&app, &export_of(1002), Some("tok-idp-grant")).await.0, StatusCode::OK);
     assert_eq!(get(&app, &export_of(1001), Some("tok-idp-grant")).await.0, StatusCode::FORBIDDEN);
     // No claim and no grant: no application at all.
@@ -161,7 +162,7 @@ async fn a_provider_that_is_down_slow_or_wrong_is_503_never_a_pass() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
     };
-    let (app, _) = app_with(config(closed, "idp-secret"), None);
+    let (app, _) = app_with(config(closed, "idp-secret"), None).await;
     for _ in 0..2 {
         let (status, headers, body) = get(&app, EXPORT_CSV, Some("tok-idp-active")).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -171,7 +172,7 @@ async fn a_provider_that_is_down_slow_or_wrong_is_503_never_a_pass() {
     }
 
     let idp = provider().await;
-    let (app, state) = app_with(config(idp.addr, "idp-secret"), None);
+    let (app, state) = app_with(config(idp.addr, "idp-secret"), None).await;
     let started = Instant::now();
     let (status, _, body) = get(&app, EXPORT_CSV, Some("tok-idp-slow")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -183,7 +184,7 @@ async fn a_provider_that_is_down_slow_or_wrong_is_503_never_a_pass() {
     assert_eq!(state.auth().introspection().unwrap().counters().errors.load(Ordering::SeqCst), 3);
 
     // Wrong client credentials: the provider refuses us, which is our problem, not the token's.
-    let (app, _) = app_with(config(idp.addr, "wrong-secret"), None);
+    let (app, _) = app_with(config(idp.addr, "wrong-secret"), None).await;
     assert_eq!(get(&app, EXPORT_CSV, Some("tok-idp-active")).await.0, StatusCode::SERVICE_UNAVAILABLE);
 }
 
@@ -191,7 +192,7 @@ async fn a_provider_that_is_down_slow_or_wrong_is_503_never_a_pass() {
 async fn the_tokens_file_is_asked_first() {
     let idp = provider().await;
     let store = TokenStore::fixed(TokenSet::parse(&tokens_toml()).unwrap());
-    let (app, _) = app_with(config(idp.addr, "idp-secret"), Some(store));
+    let (app, _) = app_with(config(idp.addr, "idp-secret"), Some(store)).await;
     assert_eq!(get(&app, EXPORT_CSV, Some(READER)).await.0, StatusCode::OK);
     assert_eq!(idp.calls.load(Ordering::SeqCst), 0);
     assert_eq!(get(&app, EXPORT_CSV, Some("tok-idp-active")).await.0, StatusCode::OK);
@@ -201,7 +202,7 @@ async fn the_tokens_file_is_asked_first() {
 #[tokio::test]
 async fn over_the_wire() {
     let idp = provider().await;
-    let (_, state) = app_with(config(idp.addr, "idp-secret"), None);
+    let (_, state) = app_with(config(idp.addr, "idp-secret"), None).await;
     let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
     let client = client();
     let send = |token: &str| {

@@ -62,7 +62,7 @@ async fn no_token_is_ever_logged() {
     let introspector = Arc::new(Introspector::new(config).unwrap());
     let auth = Authenticator::new(Some(store.clone()), Some(introspector));
     let engine = engine(small_dataset(), EngineConfig::default());
-    let state = AppState::new(engine, auth, Settings::default()).unwrap();
+    let state = AppState::new(engine, auth, Settings::default()).await.unwrap();
     let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
     let client = client();
     let send = |path: String, authorization: Option<String>| {

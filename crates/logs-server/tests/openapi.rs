@@ -89,7 +89,7 @@ fn the_document_covers_the_api() {
 
 #[tokio::test]
 async fn served_to_any_valid_token_only() {
-    let app = logs_server::app(state(small_dataset(), Settings::default()));
+    let app = logs_server::app(state(small_dataset(), Settings::default()).await);
     let (status, headers, _) = get(&app, OPENAPI_PATH, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(headers.contains_key(http::header::WWW_AUTHENTICATE));
@@ -112,6 +112,7 @@ async fn the_served_document_shows_the_operators_aliases_and_integers() {
         let settings = Settings { json_integers, ..Settings::default() };
         let state =
             logs_server::AppState::new(engine(small_dataset(), config.clone()), token_auth(), settings)
+                .await
                 .unwrap();
         let app = logs_server::app(state);
         let (status, _, body) = get(&app, OPENAPI_PATH, Some(READER)).await;
@@ -150,7 +151,7 @@ async fn the_served_document_shows_the_operators_aliases_and_integers() {
 async fn real_answers_match_the_document() {
     let doc = document(&DocumentSettings::default());
     let settings = Settings { max_exports: 3, ..Settings::default() };
-    let state = state(small_dataset(), settings);
+    let state = state(small_dataset(), settings).await;
     let app = logs_server::app(state.clone());
     let csv = "/logs/v1/export/errors.csv";
     let json = "/logs/v1/export/errors.json";

@@ -137,7 +137,7 @@ async fn start() -> Service {
     let auth = Authenticator::new(Some(store), Some(Arc::new(Introspector::new(config).unwrap())));
     let engine = engine(data.path(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
     let settings = Settings { max_exports: 3, max_exports_per_token: 1, ..Settings::default() };
-    let state = AppState::new(engine, auth, settings).unwrap();
+    let state = AppState::new(engine, auth, settings).await.unwrap();
     let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
     Service { server, _data: data, _tokens: tokens_dir }
 }

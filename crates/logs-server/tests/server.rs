@@ -14,7 +14,7 @@ use logs_server::{AppState, ServeOptions, Settings};
 
 async fn start(root: &std::path::Path, settings: Settings, config: EngineConfig) -> TestServer {
     let options = ServeOptions::for_settings(&settings);
-    let state = AppState::new(engine(root, config), token_auth(), settings).unwrap();
+    let state = AppState::new(engine(root, config), token_auth(), settings).await.unwrap();
     TestServer::start(state, options).await
 }
 
@@ -268,7 +268,8 @@ async fn a_client_that_stops_reading_is_cut_off_after_the_write_timeout() {
     let settings = Settings::default();
     let options =
         ServeOptions { write_timeout: Duration::from_millis(500), ..ServeOptions::for_settings(&settings) };
-    let state = AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).unwrap();
+    let state =
+        AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).await.unwrap();
     let server = TestServer::start(state, options).await;
     let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
     let mut raw = RawClient::get(server.addr, &target, READER).await;
@@ -308,7 +309,8 @@ async fn shutdown_closes_what_outlives_the_deadline() {
         shutdown_timeout: Duration::from_millis(300),
         ..ServeOptions::for_settings(&settings)
     };
-    let state = AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).unwrap();
+    let state =
+        AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).await.unwrap();
     let metrics = state.metrics().clone();
     let mut server = TestServer::start(state, options).await;
     let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");

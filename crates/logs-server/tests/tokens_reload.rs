@@ -31,9 +31,10 @@ fn file_with(path: &Path, tokens: &[(&str, &str)]) {
     std::fs::rename(&temporary, path).unwrap();
 }
 
-fn app_with(store: Arc<TokenStore>) -> (axum::Router, AppState) {
+async fn app_with(store: Arc<TokenStore>) -> (axum::Router, AppState) {
     let engine = engine(small_dataset(), EngineConfig::default());
-    let state = AppState::new(engine, Authenticator::new(Some(store), None), Settings::default()).unwrap();
+    let state =
+        AppState::new(engine, Authenticator::new(Some(store), None), Settings::default()).await.unwrap();
     (logs_server::app(state.clone()), state)
 }
 
@@ -47,7 +48,7 @@ async fn explicit_reloads_as_on_sighup() {
     let path = dir.path().join("tokens.toml");
     file_with(&path, &[("first", FIRST)]);
     let store = Arc::new(TokenStore::open(&path).unwrap());
-    let (app, _) = app_with(store.clone());
+    let (app, _) = app_with(store.clone()).await;
     assert_eq!(status(&app, FIRST).await, StatusCode::OK);
     assert_eq!(status(&app, SECOND).await, StatusCode::UNAUTHORIZED);
 
@@ -92,7 +93,7 @@ async fn the_watcher_picks_up_changes_without_dropping_requests() {
     file_with(&path, &[("first", FIRST), ("both", BOTH)]);
     let store = Arc::new(TokenStore::open(&path).unwrap());
     let watcher = store.spawn_watcher(Duration::from_millis(50));
-    let (_, state) = app_with(store.clone());
+    let (_, state) = app_with(store.clone()).await;
     let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
     let client = client();
 

@@ -4,6 +4,7 @@
 
 pub mod python;
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -45,10 +46,16 @@ pub fn serve(data: &Path) -> Served {
 
 /// `logs serve` with more flags, its log going to `stderr`.
 pub fn serve_with(data: &Path, flags: &[&str], stderr: Stdio) -> Served {
+    serve_env(data.as_os_str(), flags, stderr, &[])
+}
+
+/// `logs serve` over `data` (a path or a URL), with more flags and variables.
+pub fn serve_env(data: &OsStr, flags: &[&str], stderr: Stdio, env: &[(&str, String)]) -> Served {
     let mut child = logs_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(data)
         .args(flags)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()

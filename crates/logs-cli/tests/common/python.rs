@@ -1,12 +1,8 @@
 //! A Python with the standard readers of `tests/clients/requirements.txt` (pandas, DuckDB,
-//! requests), in a virtual environment that the tests make on first use from the Python
-//! package registry, under `~/.cache/logs-export/` (or `$LOGS_TEST_VENV_DIR`), named after a
-//! hash of the requirements so that a changed list gets a new environment. No test skips when
-//! it cannot be made: the test fails, saying why.
+//! requests), in a virtual environment the tests make on first use (see
+//! `logs_testkit::python`). No test skips when it cannot be made: the test fails, saying why.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 const REQUIREMENTS: &str = include_str!("../clients/requirements.txt");
 
@@ -15,65 +11,8 @@ pub fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
 }
 
-/// The environment's `python`, made on first use.
-pub fn python() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(make_environment)
-}
-
 /// Runs `tests/clients/<script>` with `args`; panics with its output unless it succeeds.
 pub fn run_script(script: &str, args: &[&str]) -> String {
-    let output = checked(Command::new(python()).arg(clients_dir().join(script)).args(args).output(), script);
-    String::from_utf8(output.stdout).unwrap()
-}
-
-fn make_environment() -> PathBuf {
-    let base = std::env::var_os("LOGS_TEST_VENV_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/logs-export")
-    });
-    let venv = base.join(format!("venv-readers-{:016x}", fnv1a(REQUIREMENTS.as_bytes())));
-    let python = venv.join("bin/python");
-    if python.exists() {
-        return python;
-    }
-    std::fs::create_dir_all(&base).unwrap();
-    // Made beside its final place and renamed when complete, so that a test process that
-    // stops half-way leaves no environment that looks ready, and two processes making it at
-    // once do not share one.
-    let partial = base.join(format!(".venv-readers-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    let interpreter = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    checked(Command::new(&interpreter).args(["-m", "venv"]).arg(&partial).output(), "python3 -m venv");
-    let requirements = clients_dir().join("requirements.txt");
-    checked(
-        Command::new(partial.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&requirements)
-            .output(),
-        "pip install -r tests/clients/requirements.txt (needs the Python package registry)",
-    );
-    if std::fs::rename(&partial, &venv).is_err() {
-        // Another process finished first: use its environment.
-        let _ = std::fs::remove_dir_all(&partial);
-    }
-    assert!(python.exists(), "no python in {}", venv.display());
-    python
-}
-
-/// The output of a command that must have succeeded; panics with what it printed otherwise.
-fn checked(output: std::io::Result<Output>, what: &str) -> Output {
-    let output = output.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-/// FNV-1a, 64 bits: a stable name for a list of requirements.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    let python = logs_testkit::python::python("readers", REQUIREMENTS);
+    logs_testkit::python::run_script(&python, &clients_dir().join(script), args)
 }

@@ -7,6 +7,7 @@
 //! the export naming the file, or be skipped and counted with `skip_unavailable_shards=true`.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -139,8 +140,8 @@ pub async fn run(
         let selection = export.selection();
         Outcome::Completed {
             rows,
-            skipped: selection.skipped.iter().map(|s| s.path.clone()).collect(),
-            selected: selection.files.iter().map(|f| f.path.clone()).collect(),
+            skipped: selection.skipped.iter().map(|s| PathBuf::from(&s.name)).collect(),
+            selected: selection.files.iter().map(|f| PathBuf::from(&f.name)).collect(),
         }
     })
     .await

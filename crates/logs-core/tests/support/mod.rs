@@ -54,8 +54,13 @@ pub fn test_aliases() -> FieldAliases {
 }
 
 pub fn engine(root: &Path) -> Engine {
+    engine_with_partitions(root, 2)
+}
+
+/// [`engine`] with `target_partitions` partitions (1: rows in file order).
+pub fn engine_with_partitions(root: &Path, target_partitions: usize) -> Engine {
     let config = EngineConfig {
-        target_partitions: 2,
+        target_partitions,
         batch_size: 1000,
         aliases: test_aliases(),
         ..EngineConfig::default()
@@ -248,4 +253,49 @@ pub fn assert_matches_oracle(query: &str, request: &ExportRequest, got: Vec<Row>
             }
         }
     }
+}
+
+/// Settings of an engine over the moto server at `endpoint` (path-style, plain HTTP, the
+/// test credentials given in code).
+pub fn s3_options(endpoint: &str) -> logs_core::S3Options {
+    use logs_testkit::s3;
+    logs_core::S3Options {
+        endpoint: Some(endpoint.to_owned()),
+        region: Some(s3::REGION.to_owned()),
+        addressing: Some(logs_core::Addressing::Path),
+        allow_http: Some(true),
+        credentials: Some(logs_core::S3Credentials {
+            access_key_id: s3::ACCESS_KEY_ID.to_owned(),
+            secret_access_key: s3::SECRET_ACCESS_KEY.to_owned(),
+            session_token: None,
+        }),
+    }
+}
+
+/// An engine over `location` (an `s3://` URL) on the server at `endpoint`, as [`engine`]
+/// configures its own, with `target_partitions` partitions.
+pub fn bucket_engine(location: &str, endpoint: &str, target_partitions: usize) -> Engine {
+    let config = EngineConfig {
+        target_partitions,
+        batch_size: 1000,
+        aliases: test_aliases(),
+        s3: s3_options(endpoint),
+        ..EngineConfig::default()
+    };
+    Engine::open(location, config).unwrap()
+}
+
+/// A client of `bucket` on the server at `endpoint`, for tests that change objects.
+pub fn test_store(endpoint: &str, bucket: &str) -> std::sync::Arc<dyn logs_core::object_store::ObjectStore> {
+    use logs_testkit::s3;
+    let store = logs_core::object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(endpoint)
+        .with_region(s3::REGION)
+        .with_bucket_name(bucket)
+        .with_allow_http(true)
+        .with_access_key_id(s3::ACCESS_KEY_ID)
+        .with_secret_access_key(s3::SECRET_ACCESS_KEY)
+        .build()
+        .unwrap();
+    std::sync::Arc::new(store)
 }

@@ -117,9 +117,9 @@ pub fn engine(root: &Path, config: EngineConfig) -> Arc<Engine> {
     Arc::new(Engine::open(root, config).expect("open the dataset"))
 }
 
-pub fn state(root: &Path, settings: Settings) -> AppState {
+pub async fn state(root: &Path, settings: Settings) -> AppState {
     let config = EngineConfig { target_partitions: 2, ..EngineConfig::default() };
-    AppState::new(engine(root, config), token_auth(), settings).expect("state")
+    AppState::new(engine(root, config), token_auth(), settings).await.expect("state")
 }
 
 /// The export encoded straight from the engine's stream: what the body must be.

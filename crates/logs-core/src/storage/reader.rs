@@ -1,117 +1,102 @@
-//! How the scan reads the bytes of a selected file: on the calling thread.
+//! How the scan reads a selected file: through [`ObjectFile`], which checks that the file is
+//! still the one selected, merges close ranges and counts what it fetches.
 //!
-//! DataFusion's default reader goes through `object_store`'s local file system, which opens the
-//! file again and hands every read to tokio's blocking pool. A point export reads about 30
-//! small page ranges in each of 60 files, so those thread hand-offs were a large part of its
-//! time. This reader opens each file once, checks that it is still the file the catalog
-//! selected (size, modification time and inode), and reads page ranges where the scan asks
-//! for them: the reads are short (pages of at most 128 KiB in files written by
-//! `logs generate`), and the decoding that follows them runs on the same thread anyway.
-//!
-//! Footers still come from DataFusion's file-metadata cache, where the catalog put them.
+//! Footers come from the file-metadata cache, where the catalog put them (`footer.rs`); the
+//! scan reads a footer itself only for a file whose completed footer was not cached.
 //!
 //! A dictionary page nothing will use is not read. A column chunk's dictionary page comes
 //! before its data pages, and the Parquet reader decompresses and decodes it before any of
 //! them, even when every data page it then reads is plain-encoded. Writers that fall back from
 //! dictionary to plain encoding once the dictionary is full (pyarrow, DuckDB, parquet-rs: at
 //! 1 MiB) leave most pages of a high-cardinality column plain, so a point export over such
-//! files spent most of its time on dictionaries (measured: 294 MB of snappy for 3 600 rows
-//! from 61 files written by pyarrow). The reader fetches a chunk's dictionary page together
-//! with the data pages it needs from that chunk, in one request; when it can see that none of
-//! those pages holds dictionary indices, it hands back an empty dictionary page instead.
+//! files would spend most of its time on dictionaries. The reader fetches a chunk's dictionary
+//! page together with the data pages it needs from that chunk, in one request; when it can see
+//! that none of those pages holds dictionary indices, it hands back an empty dictionary page
+//! instead.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::ops::Range;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileMetrics;
 use datafusion::datasource::physical_plan::parquet::ParquetFileReaderFactory;
-use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
-use datafusion::object_store::ObjectStore;
 use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
 use datafusion::parquet::errors::{ParquetError, Result as ParquetResult};
-use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use object_store::path::Path as ObjectPath;
 
-use crate::catalog;
-use crate::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
+use crate::storage::catalog::SelectedFile;
+use crate::storage::footer;
+use crate::storage::object::{Backend, ObjectFile, RequestCounts};
+use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
 
-/// Ranges closer than this are read at once and split afterwards.
-const COALESCE_GAP: u64 = 16 * 1024;
-
-/// A file the scan reads, as the catalog selected it, attached to its `PartitionedFile` by
-/// `table.rs` (an object-store path is not always the file-system path it came from).
-#[derive(Debug, Clone)]
-pub struct LocalFile {
-    pub path: PathBuf,
-    pub inode: u64,
-}
-
-/// Makes a [`LocalFileReader`] for each file the scan opens.
+/// Makes a [`ScanReader`] for each file the scan of one export opens.
 #[derive(Debug)]
-pub struct LocalReaderFactory {
-    /// Only for footers missing from the cache (see `catalog.rs` for which ones).
-    store: Arc<dyn ObjectStore>,
+pub(crate) struct ScanReaders {
+    backend: Backend,
+    /// The export's files, by location: what the catalog selected.
+    files: HashMap<ObjectPath, SelectedFile>,
     metadata_cache: Arc<FileMetadataCache>,
+    counts: Arc<RequestCounts>,
 }
 
-impl LocalReaderFactory {
-    pub fn new(store: Arc<dyn ObjectStore>, metadata_cache: Arc<FileMetadataCache>) -> LocalReaderFactory {
-        LocalReaderFactory { store, metadata_cache }
+impl ScanReaders {
+    pub(crate) fn new(
+        backend: Backend,
+        files: &[SelectedFile],
+        metadata_cache: Arc<FileMetadataCache>,
+        counts: Arc<RequestCounts>,
+    ) -> ScanReaders {
+        let files = files.iter().map(|f| (f.object.location.clone(), f.clone())).collect();
+        ScanReaders { backend, files, metadata_cache, counts }
     }
 }
 
-impl ParquetFileReaderFactory for LocalReaderFactory {
+impl ParquetFileReaderFactory for ScanReaders {
     fn create_reader(
         &self,
         partition_index: usize,
         file: PartitionedFile,
-        metadata_size_hint: Option<usize>,
+        _metadata_size_hint: Option<usize>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> Result<Box<dyn AsyncFileReader + Send>> {
-        let LocalFile { path, inode } = file
-            .extension::<LocalFile>()
-            .ok_or_else(|| DataFusionError::Internal(format!("no local path for {}", file.path())))?
-            .clone();
+        let selected = self
+            .files
+            .get(&file.object_meta.location)
+            .ok_or_else(|| DataFusionError::Internal(format!("{} was not selected", file.path())))?;
+        let object = ObjectFile::new(
+            &self.backend,
+            Arc::from(selected.name.as_str()),
+            selected.object.clone(),
+            Arc::clone(&self.counts),
+        );
         let dictionaries_skipped = MetricBuilder::new(metrics)
             .with_new_label("filename", file.path().to_string())
             .counter("dictionary_pages_not_read", partition_index);
         let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
-        Ok(Box::new(LocalFileReader {
-            path,
-            inode,
-            file: None,
-            partitioned_file: file,
+        Ok(Box::new(ScanReader {
+            object,
             metrics,
             dictionaries_skipped,
             footer: None,
             dictionary_pages: None,
-            store: Arc::clone(&self.store),
             metadata_cache: Arc::clone(&self.metadata_cache),
-            metadata_size_hint,
         }))
     }
 }
 
 /// Reads one selected file (see the module documentation).
-pub struct LocalFileReader {
-    path: PathBuf,
-    inode: u64,
-    /// Opened, and checked against the selection, on the first read.
-    file: Option<File>,
-    partitioned_file: PartitionedFile,
+#[derive(Debug)]
+pub(crate) struct ScanReader {
+    object: ObjectFile,
     metrics: ParquetFileMetrics,
     /// Dictionary pages replaced by an empty one (see the module documentation).
     dictionaries_skipped: Count,
@@ -121,102 +106,46 @@ pub struct LocalFileReader {
     /// and where the chunk ends. Built from `footer`, or from the cached footer, on the first
     /// read of several ranges.
     dictionary_pages: Option<HashMap<u64, Range<u64>>>,
-    store: Arc<dyn ObjectStore>,
     metadata_cache: Arc<FileMetadataCache>,
-    metadata_size_hint: Option<usize>,
 }
 
-impl LocalFileReader {
-    fn open(&mut self) -> Result<&File, ParquetError> {
-        if self.file.is_none() {
-            let file = File::open(&self.path).map_err(|e| self.io_error(e))?;
-            let meta = file.metadata().map_err(|e| self.io_error(e))?;
-            let modified = meta.modified().map(DateTime::<Utc>::from).map_err(|e| self.io_error(e))?;
-            let selected = &self.partitioned_file.object_meta;
-            if meta.len() != selected.size || modified != selected.last_modified || meta.ino() != self.inode {
-                return Err(ParquetError::External(
-                    format!(
-                        "{}: the file changed after the export selected it (size {} -> {}, modified {} -> {}, inode {} -> {})",
-                        self.path.display(),
-                        selected.size,
-                        meta.len(),
-                        selected.last_modified,
-                        modified,
-                        self.inode,
-                        meta.ino()
-                    )
-                    .into(),
-                ));
-            }
-            self.file = Some(file);
-        }
-        Ok(self.file.as_ref().expect("opened above"))
+fn external(e: crate::error::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl ScanReader {
+    async fn read(&mut self, range: Range<u64>) -> ParquetResult<Bytes> {
+        let before = self.object.bytes_read();
+        let bytes = self.object.get(range).await.map_err(external)?;
+        self.metrics.bytes_scanned.add((self.object.bytes_read() - before) as usize);
+        Ok(bytes)
     }
 
-    fn io_error(&self, e: std::io::Error) -> ParquetError {
-        ParquetError::External(format!("{}: {e}", self.path.display()).into())
-    }
-
-    fn read(&mut self, range: Range<u64>) -> Result<Bytes, ParquetError> {
-        let size = self.partitioned_file.object_meta.size;
-        if range.start > range.end || range.end > size {
-            return Err(ParquetError::External(
-                format!("{}: range {range:?} is outside the file's {size} bytes", self.path.display()).into(),
-            ));
-        }
-        let len = (range.end - range.start) as usize;
-        // Read into spare capacity: a zeroed buffer would cost a memset of every byte read.
-        let mut buffer = Vec::with_capacity(len);
-        let mut file = self.open()?;
-        let read = file
-            .seek(SeekFrom::Start(range.start))
-            .and_then(|_| file.take(len as u64).read_to_end(&mut buffer));
-        match read {
-            Ok(n) if n == len => {}
-            Ok(n) => {
-                return Err(self.io_error(std::io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    format!("{n} of {len} bytes at {} read", range.start),
-                )));
-            }
-            Err(e) => return Err(self.io_error(e)),
-        }
-        self.metrics.bytes_scanned.add(len);
-        Ok(Bytes::from(buffer))
-    }
-
-    /// Reads `ranges`, merging those less than [`COALESCE_GAP`] apart into one read, and
-    /// replacing each dictionary page none of the data pages asked for with it needs.
-    fn read_ranges(&mut self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ParquetError> {
+    /// Reads `ranges`, replacing each dictionary page none of the data pages asked for with it
+    /// needs.
+    async fn read_ranges(&mut self, ranges: &[Range<u64>]) -> ParquetResult<Vec<Bytes>> {
         let dictionaries = self.dictionary_ranges(ranges);
-        let mut order: Vec<usize> = (0..ranges.len()).filter(|i| !dictionaries.contains_key(i)).collect();
-        order.sort_by_key(|&i| ranges[i].start);
-        let mut out = vec![Bytes::new(); ranges.len()];
-        let mut i = 0;
-        while i < order.len() {
-            let first = &ranges[order[i]];
-            let (start, mut end, mut j) = (first.start, first.end, i + 1);
-            while j < order.len() && ranges[order[j]].start <= end.saturating_add(COALESCE_GAP) {
-                end = end.max(ranges[order[j]].end);
-                j += 1;
-            }
-            let merged = self.read(start..end)?;
-            for &k in &order[i..j] {
-                let r = &ranges[k];
-                out[k] = merged.slice((r.start - start) as usize..(r.end - start) as usize);
-            }
-            i = j;
-        }
+        let wanted: Vec<Range<u64>> =
+            (0..ranges.len()).filter(|i| !dictionaries.contains_key(i)).map(|i| ranges[i].clone()).collect();
+        let before = self.object.bytes_read();
+        let fetched = self.object.get_ranges(&wanted).await.map_err(external)?;
+        self.metrics.bytes_scanned.add((self.object.bytes_read() - before) as usize);
+        let mut fetched = fetched.into_iter();
+        let mut out: Vec<Bytes> = (0..ranges.len())
+            .map(|i| {
+                if dictionaries.contains_key(&i) { Bytes::new() } else { fetched.next().unwrap_or_default() }
+            })
+            .collect();
+        let mut dictionaries: Vec<(usize, Range<u64>)> = dictionaries.into_iter().collect();
+        dictionaries.sort_by_key(|(i, _)| *i);
         for (i, data_pages) in dictionaries {
-            let mut pages = ranges.iter().zip(&out).filter(|(r, _)| data_pages.contains(&r.start)).peekable();
-            let unused =
-                pages.peek().is_some() && pages.all(|(_, page)| dictionary_encoded(page) == Some(false));
+            let unused = only_plain_pages(ranges, &out, &data_pages);
             out[i] = match unused.then(|| empty_dictionary_page(ranges[i].end - ranges[i].start)).flatten() {
                 Some(page) => {
                     self.dictionaries_skipped.add(1);
                     page
                 }
-                None => self.read(ranges[i].clone())?,
+                None => self.read(ranges[i].clone()).await?,
             };
         }
         Ok(out)
@@ -228,15 +157,23 @@ impl LocalFileReader {
         if self.dictionary_pages.is_none() {
             // The scan may read a file through another reader than the one it asked for the
             // footer; the footer is then the one in the cache.
-            let footer = self.footer.clone().or_else(|| {
-                catalog::cached_footer(self.metadata_cache.as_ref(), &self.partitioned_file.object_meta)
-            });
+            let footer = self
+                .footer
+                .clone()
+                .or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()));
             self.dictionary_pages = footer.map(|footer| dictionary_pages(&footer));
         }
         let Some(pages) = &self.dictionary_pages else { return HashMap::new() };
         let dictionary = |r: &Range<u64>| pages.get(&r.start).filter(|data| data.start == r.end).cloned();
         ranges.iter().enumerate().filter_map(|(i, r)| Some((i, dictionary(r)?))).collect()
     }
+}
+
+/// Whether `pages` (read for `ranges`) hold at least one data page in `data_pages`, and none
+/// there holds dictionary indices.
+fn only_plain_pages(ranges: &[Range<u64>], pages: &[Bytes], data_pages: &Range<u64>) -> bool {
+    let mut pages = ranges.iter().zip(pages).filter(|(r, _)| data_pages.contains(&r.start)).peekable();
+    pages.peek().is_some() && pages.all(|(_, page)| dictionary_encoded(page) == Some(false))
 }
 
 /// Every dictionary page of `footer` that its offset index places: by the page's offset,
@@ -274,13 +211,13 @@ fn empty_dictionary_page(len: u64) -> Option<Bytes> {
     Some(page.slice(..len))
 }
 
-impl AsyncFileReader for LocalFileReader {
+impl AsyncFileReader for ScanReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
-        futures::future::ready(self.read(range)).boxed()
+        self.read(range).boxed()
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, ParquetResult<Vec<Bytes>>> {
-        futures::future::ready(self.read_ranges(&ranges)).boxed()
+        async move { self.read_ranges(&ranges).await }.boxed()
     }
 
     fn get_metadata<'a>(
@@ -288,13 +225,15 @@ impl AsyncFileReader for LocalFileReader {
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
         async move {
-            let footer = DFParquetMetadata::new(&self.store, &self.partitioned_file.object_meta)
-                .with_file_metadata_cache(Some(Arc::clone(&self.metadata_cache)))
-                .with_metadata_size_hint(self.metadata_size_hint)
-                .with_page_index_policy(options.map(|o| o.column_index_policy()))
-                .fetch_metadata()
-                .await
-                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            let footer = match footer::cached(self.metadata_cache.as_ref(), self.object.meta()) {
+                Some(footer) => footer,
+                None => {
+                    let policy = options.map(|o| o.column_index_policy()).unwrap_or_default();
+                    let mut reader = ParquetMetaDataReader::new().with_page_index_policy(policy);
+                    reader.try_load(&self.object, self.object.size()).await?;
+                    Arc::new(reader.finish()?)
+                }
+            };
             self.footer = Some(Arc::clone(&footer));
             self.dictionary_pages = None;
             Ok(footer)
@@ -303,57 +242,38 @@ impl AsyncFileReader for LocalFileReader {
     }
 }
 
-impl Drop for LocalFileReader {
+impl Drop for ScanReader {
     fn drop(&mut self) {
         let ratio = &self.metrics.scan_efficiency_ratio;
         ratio.add_part(self.metrics.bytes_scanned.value());
-        ratio.set_total(self.partitioned_file.object_meta.size as usize);
+        ratio.set_total(self.object.size() as usize);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
     use super::*;
     use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-    use datafusion::object_store::ObjectMeta;
-    use datafusion::object_store::local::LocalFileSystem;
-    use datafusion::object_store::path::Path as ObjectPath;
 
-    fn reader(path: &std::path::Path) -> LocalFileReader {
-        let meta = std::fs::metadata(path).unwrap();
-        let object_meta = ObjectMeta {
-            location: ObjectPath::from_absolute_path(path).unwrap(),
-            last_modified: DateTime::<Utc>::from(meta.modified().unwrap()),
-            size: meta.len(),
-            e_tag: None,
-            version: None,
-        };
-        let file = PartitionedFile::new_from_meta(object_meta)
-            .with_extension(LocalFile { path: path.to_owned(), inode: meta.ino() });
+    fn reader(path: &std::path::Path) -> ScanReader {
+        let (object, _) = crate::storage::object::testing::local_file(path);
         let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
-        let factory = LocalReaderFactory::new(
-            Arc::new(LocalFileSystem::new()),
-            runtime.cache_manager.get_file_metadata_cache(),
-        );
         let metrics = ExecutionPlanMetricsSet::new();
-        let metrics = ParquetFileMetrics::new(0, file.path().as_ref(), &metrics);
-        LocalFileReader {
-            path: path.to_owned(),
-            inode: meta.ino(),
-            file: None,
-            partitioned_file: file,
+        let metrics = ParquetFileMetrics::new(0, "f", &metrics);
+        ScanReader {
+            object,
             metrics,
             dictionaries_skipped: Count::new(),
             footer: None,
             dictionary_pages: None,
-            store: factory.store,
-            metadata_cache: factory.metadata_cache,
-            metadata_size_hint: None,
+            metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
         }
     }
 
-    #[test]
-    fn ranges_in_any_order_overlapping_or_far_apart_read_exactly_their_bytes() {
+    #[tokio::test]
+    async fn ranges_in_any_order_overlapping_or_far_apart_read_exactly_their_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
@@ -369,24 +289,24 @@ mod tests {
             100_000..100_001,
             199_999..200_000,
         ];
-        let read = reader.read_ranges(&ranges).unwrap();
+        let read = reader.read_ranges(&ranges).await.unwrap();
         for (range, bytes) in ranges.iter().zip(&read) {
             assert_eq!(&bytes[..], &content[range.start as usize..range.end as usize], "{range:?}");
         }
         // Two reads: 0..100, and 100_000..200_000 (which holds the other four).
         assert_eq!(reader.metrics.bytes_scanned.value(), 100 + 100_000, "merged reads");
-        let error = reader.read_ranges(&[10..20, 199_990..200_001]).unwrap_err().to_string();
-        assert!(error.contains("outside the file's 200000 bytes"), "{error}");
+        let error = reader.read_ranges(&[10..20, 199_990..200_001]).await.unwrap_err().to_string();
+        assert!(error.contains("outside the object's 200000 bytes"), "{error}");
     }
 
-    #[test]
-    fn a_file_that_changed_after_selection_is_refused_naming_it() {
+    #[tokio::test]
+    async fn a_file_that_changed_after_selection_is_refused_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.parquet");
         std::fs::write(&path, vec![1u8; 1000]).unwrap();
         let mut grown = reader(&path);
         std::fs::write(&path, vec![1u8; 2000]).unwrap();
-        let error = grown.read(0..10).unwrap_err().to_string();
+        let error = grown.read(0..10).await.unwrap_err().to_string();
         assert!(error.contains("changed after the export selected it"), "{error}");
         assert!(error.contains(&path.display().to_string()), "{error}");
 
@@ -398,7 +318,7 @@ mod tests {
         std::fs::write(&other, vec![2u8; 1000]).unwrap();
         std::fs::File::options().write(true).open(&other).unwrap().set_modified(modified).unwrap();
         std::fs::rename(&other, &path).unwrap();
-        let error = renamed_over.read(0..10).unwrap_err().to_string();
+        let error = renamed_over.read(0..10).await.unwrap_err().to_string();
         assert!(error.contains("changed after the export selected it"), "{error}");
     }
 
@@ -431,8 +351,8 @@ mod tests {
         (values, Arc::new(footer))
     }
 
-    #[test]
-    fn a_dictionary_page_that_only_plain_pages_follow_is_replaced_by_an_empty_one() {
+    #[tokio::test]
+    async fn a_dictionary_page_that_only_plain_pages_follow_is_replaced_by_an_empty_one() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.parquet");
         let (_, footer) = dictionary_fallback_file(&path);
@@ -451,7 +371,7 @@ mod tests {
         let mut blind = reader(&path);
         let mut reader = reader(&path);
         reader.footer = Some(Arc::clone(&footer));
-        let read = reader.read_ranges(&[last.clone(), dictionary.clone()]).unwrap();
+        let read = reader.read_ranges(&[last.clone(), dictionary.clone()]).await.unwrap();
         assert_eq!(&read[0][..], bytes(&last));
         assert_eq!(read[1].len(), bytes(&dictionary).len());
         assert!(read[1].starts_with(&EMPTY_DICTIONARY_PAGE_HEADER));
@@ -459,13 +379,13 @@ mod tests {
         // With a dictionary-encoded page among those asked for, or with no data page at all
         // (then what follows is unknown), the dictionary page is read.
         for ranges in [vec![dictionary.clone(), last.clone(), first.clone()], vec![dictionary.clone()]] {
-            let read = reader.read_ranges(&ranges).unwrap();
+            let read = reader.read_ranges(&ranges).await.unwrap();
             assert_eq!(&read[0][..], bytes(&dictionary), "{ranges:?}");
         }
         assert_eq!(reader.dictionaries_skipped.value(), 1);
         // Without the footer the reader cannot tell a dictionary page: it reads what it is asked.
         assert_eq!(
-            &blind.read_ranges(&[dictionary.clone(), last.clone()]).unwrap()[0][..],
+            &blind.read_ranges(&[dictionary.clone(), last.clone()]).await.unwrap()[0][..],
             bytes(&dictionary)
         );
     }

@@ -12,22 +12,29 @@
 //! if, for every column chunk, the pages end exactly where the chunk ends and their rows add
 //! up to the row group's. Anything else leaves the footer as it was.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-
+use bytes::Bytes;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
 use datafusion::parquet::file::page_index::column_index::ColumnIndexMetaData;
 use datafusion::parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+use futures::{StreamExt, TryStreamExt};
 
-/// Bytes read at each page header first; a longer header (large statistics) is read again
-/// whole, up to [`MAX_HEADER`].
-const FIRST_READ: usize = 1024;
-const MAX_HEADER: usize = 1 << 20;
+use crate::storage::object::ObjectFile;
+
+/// Bytes read at a time while walking a chunk's headers: every header that lies inside the
+/// window is parsed from it, so that small pages cost no request each. A longer header (large
+/// statistics) is read again whole, up to [`MAX_HEADER`].
+const WINDOW: u64 = 64 * 1024;
+const MAX_HEADER: u64 = 1 << 20;
+/// Column chunks walked at once.
+const CHUNKS_IN_FLIGHT: usize = 16;
 
 /// `meta` with an offset index rebuilt from the page headers of `file`, and an empty column
 /// index (no page statistics), or `None` if the file already has an offset index, has nested
-/// columns, or its headers do not add up.
-pub(crate) fn with_rebuilt_offset_index(file: &File, meta: &ParquetMetaData) -> Option<ParquetMetaData> {
+/// columns, or its headers do not add up (or cannot be read).
+pub(crate) async fn with_rebuilt_offset_index(
+    file: &ObjectFile,
+    meta: &ParquetMetaData,
+) -> Option<ParquetMetaData> {
     if meta.offset_index().is_some() {
         return None;
     }
@@ -35,14 +42,28 @@ pub(crate) fn with_rebuilt_offset_index(file: &File, meta: &ParquetMetaData) -> 
     if schema.columns().iter().any(|c| c.max_rep_level() != 0) {
         return None;
     }
-    let mut offsets = Vec::with_capacity(meta.num_row_groups());
-    for row_group in meta.row_groups() {
-        let mut columns = Vec::with_capacity(row_group.num_columns());
-        for column in row_group.columns() {
-            let (start, length) = column.byte_range();
-            columns.push(chunk_pages(file, start, length, row_group.num_rows())?);
-        }
-        offsets.push(columns);
+    let chunks: Vec<(usize, u64, u64, i64)> = meta
+        .row_groups()
+        .iter()
+        .enumerate()
+        .flat_map(|(i, rg)| {
+            rg.columns().iter().map(move |c| {
+                let (start, length) = c.byte_range();
+                (i, start, length, rg.num_rows())
+            })
+        })
+        .collect();
+    let pages: Vec<(usize, OffsetIndexMetaData)> = futures::stream::iter(chunks)
+        .map(|(row_group, start, length, rows)| async move {
+            chunk_pages(file, start, length, rows).await.map(|pages| (row_group, pages)).ok_or(())
+        })
+        .buffered(CHUNKS_IN_FLIGHT)
+        .try_collect()
+        .await
+        .ok()?;
+    let mut offsets: Vec<Vec<OffsetIndexMetaData>> = vec![Vec::new(); meta.num_row_groups()];
+    for (row_group, index) in pages {
+        offsets[row_group].push(index);
     }
     let no_statistics =
         meta.row_groups().iter().map(|rg| vec![ColumnIndexMetaData::NONE; rg.num_columns()]).collect();
@@ -54,14 +75,17 @@ pub(crate) fn with_rebuilt_offset_index(file: &File, meta: &ParquetMetaData) -> 
 }
 
 /// The data pages of one column chunk, `length` bytes from `start`, holding `rows` rows.
-fn chunk_pages(file: &File, start: u64, length: u64, rows: i64) -> Option<OffsetIndexMetaData> {
+async fn chunk_pages(file: &ObjectFile, start: u64, length: u64, rows: i64) -> Option<OffsetIndexMetaData> {
     let end = start.checked_add(length)?;
+    if end > file.size() {
+        return None;
+    }
     let mut position = start;
     let mut first_row = 0i64;
     let mut pages = Vec::new();
-    let mut buffer = vec![0u8; FIRST_READ];
+    let mut window = Window { start, bytes: Bytes::new() };
     while position < end {
-        let header = read_header(file, position, end, &mut buffer)?;
+        let header = window.header(file, position, end).await?;
         let size = header.length.checked_add(header.compressed_size)?;
         if let Some(page_rows) = header.data_page_rows {
             pages.push(PageLocation {
@@ -71,10 +95,44 @@ fn chunk_pages(file: &File, start: u64, length: u64, rows: i64) -> Option<Offset
             });
             first_row = first_row.checked_add(page_rows)?;
         }
-        position = position.checked_add(size as u64)?;
+        position = position.checked_add(size)?;
     }
     (position == end && first_row == rows && !pages.is_empty())
         .then_some(OffsetIndexMetaData { page_locations: pages, unencoded_byte_array_data_bytes: None })
+}
+
+/// The bytes of a chunk read last, from `start`.
+struct Window {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl Window {
+    /// Parses the page header at `position`, reading a new window when it is not (wholly) in
+    /// this one.
+    async fn header(&mut self, file: &ObjectFile, position: u64, end: u64) -> Option<PageHeader> {
+        let mut want = WINDOW;
+        loop {
+            let inside = position >= self.start && position < self.start + self.bytes.len() as u64;
+            if inside {
+                let from = (position - self.start) as usize;
+                match parse_page_header(&self.bytes[from..]) {
+                    Ok(header) => return Some(header),
+                    Err(Malformed::Truncated) => {}
+                    Err(Malformed::Invalid) => return None,
+                }
+                // Reaching the chunk's end, or reading more than a header may hold, is an error.
+                let available = self.start + self.bytes.len() as u64 - position;
+                if self.start + self.bytes.len() as u64 >= end || available >= MAX_HEADER {
+                    return None;
+                }
+                want = want.max(available * 16).min(MAX_HEADER);
+            }
+            let read_end = end.min(position.saturating_add(want));
+            self.bytes = file.get(position..read_end).await.ok()?;
+            self.start = position;
+        }
+    }
 }
 
 /// Parquet's encodings of dictionary indices in a data page.
@@ -92,22 +150,6 @@ pub(crate) fn dictionary_encoded(bytes: &[u8]) -> Option<bool> {
 /// 0 (so no codec runs on it), `dictionary_page_header { num_values: 0, encoding: PLAIN }`.
 pub(crate) const EMPTY_DICTIONARY_PAGE_HEADER: [u8; 13] =
     [0x15, 0x04, 0x15, 0x00, 0x15, 0x00, 0x4c, 0x15, 0x00, 0x15, 0x00, 0x00, 0x00];
-
-/// Reads and parses the page header at `position`, growing `buffer` if the header is longer.
-fn read_header(file: &File, position: u64, end: u64, buffer: &mut Vec<u8>) -> Option<PageHeader> {
-    loop {
-        let available = usize::try_from(end - position).unwrap_or(usize::MAX).min(buffer.len());
-        let read = &mut buffer[..available];
-        file.read_exact_at(read, position).ok()?;
-        match parse_page_header(read) {
-            Ok(header) => return Some(header),
-            Err(Malformed::Truncated) if available == buffer.len() && buffer.len() < MAX_HEADER => {
-                buffer.resize(buffer.len() * 16, 0);
-            }
-            Err(_) => return None,
-        }
-    }
-}
 
 /// What the offset index needs from a page header.
 #[derive(Debug, PartialEq, Eq)]
@@ -309,12 +351,14 @@ mod tests {
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
     use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+    use std::fs::File;
 
     use super::*;
+    use crate::storage::object::testing::{local_file, stored_file};
 
     /// Writes a file with its offset index, then rebuilds the index from the page headers of
     /// the same file read as if it had none: both must be the same, page for page.
-    fn rebuilt_matches_written(version: WriterVersion) {
+    async fn rebuilt_matches_written(version: WriterVersion) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.parquet");
         let rows = 20_000usize;
@@ -346,33 +390,39 @@ mod tests {
             .unwrap();
         let bare = ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
         assert!(bare.offset_index().is_none());
-        let rebuilt = with_rebuilt_offset_index(&file, &bare).expect("an index is rebuilt");
-        let (expected, got) = (written.offset_index().unwrap(), rebuilt.offset_index().unwrap());
-        assert_eq!(got.len(), 3, "row groups");
-        let mut pages = 0;
-        for (expected, got) in expected.iter().zip(got) {
+        // Read from a local file and from an object store: the same index, and over the store
+        // far fewer requests than pages (the read window holds several headers).
+        for (file, counts) in [local_file(&path), stored_file(&path).await] {
+            let rebuilt = with_rebuilt_offset_index(&file, &bare).await.expect("an index is rebuilt");
+            let (expected, got) = (written.offset_index().unwrap(), rebuilt.offset_index().unwrap());
+            assert_eq!(got.len(), 3, "row groups");
+            let mut pages = 0;
             for (expected, got) in expected.iter().zip(got) {
-                assert_eq!(expected.page_locations(), got.page_locations());
-                pages += got.page_locations().len();
+                for (expected, got) in expected.iter().zip(got) {
+                    assert_eq!(expected.page_locations(), got.page_locations());
+                    pages += got.page_locations().len();
+                }
             }
+            assert!(pages >= 60, "{pages} pages: the test needs several pages per chunk");
+            let gets = counts.snapshot().gets as usize;
+            assert!(gets * 4 < pages, "{gets} reads for {pages} pages");
+            // A file that has an index keeps it.
+            assert!(with_rebuilt_offset_index(&file, &written).await.is_none());
         }
-        assert!(pages >= 60, "{pages} pages: the test needs several pages per chunk");
-        // A file that has an index keeps it.
-        assert!(with_rebuilt_offset_index(&file, &written).is_none());
     }
 
-    #[test]
-    fn the_rebuilt_index_is_the_one_the_writer_wrote_v1_pages() {
-        rebuilt_matches_written(WriterVersion::PARQUET_1_0);
+    #[tokio::test]
+    async fn the_rebuilt_index_is_the_one_the_writer_wrote_v1_pages() {
+        rebuilt_matches_written(WriterVersion::PARQUET_1_0).await;
     }
 
-    #[test]
-    fn the_rebuilt_index_is_the_one_the_writer_wrote_v2_pages() {
-        rebuilt_matches_written(WriterVersion::PARQUET_2_0);
+    #[tokio::test]
+    async fn the_rebuilt_index_is_the_one_the_writer_wrote_v2_pages() {
+        rebuilt_matches_written(WriterVersion::PARQUET_2_0).await;
     }
 
-    #[test]
-    fn a_chunk_whose_pages_do_not_add_up_gets_no_index() {
+    #[tokio::test]
+    async fn a_chunk_whose_pages_do_not_add_up_gets_no_index() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.parquet");
         let values: ArrayRef = Arc::new(Int64Array::from_iter_values(0..5_000));
@@ -382,15 +432,16 @@ mod tests {
             ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(properties)).unwrap();
         writer.write(&batch).unwrap();
         writer.close().unwrap();
-        let file = File::open(&path).unwrap();
-        let bare = ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
+        let bare = ParquetMetaDataReader::new().parse_and_finish(&File::open(&path).unwrap()).unwrap();
         let column = bare.row_group(0).column(0);
         let (start, length) = column.byte_range();
-        assert!(chunk_pages(&file, start, length, 5_000).is_some());
+        let (file, _) = local_file(&path);
+        assert!(chunk_pages(&file, start, length, 5_000).await.is_some());
         // Claimed rows, chunk end or start that do not match the pages: no index.
-        assert!(chunk_pages(&file, start, length, 4_999).is_none());
-        assert!(chunk_pages(&file, start, length - 1, 5_000).is_none());
-        assert!(chunk_pages(&file, start + 1, length - 1, 5_000).is_none());
+        assert!(chunk_pages(&file, start, length, 4_999).await.is_none());
+        assert!(chunk_pages(&file, start, length - 1, 5_000).await.is_none());
+        assert!(chunk_pages(&file, start + 1, length - 1, 5_000).await.is_none());
+        assert!(chunk_pages(&file, start, u64::MAX - start, 5_000).await.is_none());
     }
 
     #[test]

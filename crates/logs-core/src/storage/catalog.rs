@@ -1,0 +1,465 @@
+//! Which files an export reads.
+//!
+//! Layout: `<root>/application_id=<integer>/date=<YYYY-MM-DD>/<name>.parquet`, where `date` is
+//! the UTC date of `error_timestamp` and the root is a folder or a prefix in a bucket.
+//! Selection prunes in three steps, cheapest first: the application's folder only; for the
+//! `default` dimension only the date folders inside the range; then each file's footer
+//! statistics for the range's timestamp column. Each selected file's footer is read here, so
+//! an unreadable file is found before any row is exported: it fails the export, or, with
+//! `skip_unavailable_shards`, is left out and counted. Over a bucket, listing touches only
+//! the application's prefix and the date prefixes listed; keys that are not `*.parquet`, or
+//! start with `.` or `_`, are passed over.
+//!
+//! The footers of the files kept are completed with their page index (or an offset index
+//! rebuilt from their page headers, `page_headers.rs`) and cached (`footer.rs`): the scan
+//! then reads no footer a second time, and later exports of the same files none at all.
+
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::basic::{ConvertedType, LogicalType};
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::parquet::file::statistics::Statistics;
+use futures::StreamExt;
+use object_store::ObjectMeta;
+
+use crate::error::{Error, Result};
+use crate::request::{DateDimension, TimeRange};
+use crate::schema::{Field, FieldType};
+use crate::storage::footer;
+use crate::storage::object::{self, Backend, ObjectFile, RequestCounts};
+use crate::storage::{Scope, Storage, local};
+
+/// How many footers are read at once.
+const FOOTER_READS_IN_FLIGHT: usize = 16;
+/// How many date folders are listed at once.
+const LISTINGS_IN_FLIGHT: usize = 8;
+
+/// A file an export reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectedFile {
+    /// As errors and `--explain` name it: its local path, or `s3://bucket/key`.
+    pub name: String,
+    /// Location, size, modification time and ETag as listed: every read of the file checks
+    /// that it is still this object.
+    pub object: ObjectMeta,
+    pub rows: u64,
+    pub row_groups: usize,
+    /// The footer's statistics prove that every row of the file is inside the export's time
+    /// range (no nulls, minimum and maximum inside it).
+    pub all_in_range: bool,
+}
+
+/// A file an export could not read and, as asked by `skip_unavailable_shards`, left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFile {
+    pub name: String,
+    pub reason: String,
+}
+
+/// The files of one export, and what was pruned on the way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileSelection {
+    /// The files to read, in name order.
+    pub files: Vec<SelectedFile>,
+    /// Unreadable files left out (only with `skip_unavailable_shards=true`).
+    pub skipped: Vec<SkippedFile>,
+    /// Date folders of the application, and how many of them were outside the range.
+    pub date_folders: usize,
+    pub date_folders_pruned: usize,
+    /// Files in the date folders read, and how many of them the footer statistics (or an
+    /// empty file) showed to hold no row in the range.
+    pub candidate_files: usize,
+    pub files_pruned_by_statistics: usize,
+}
+
+impl FileSelection {
+    pub fn rows(&self) -> u64 {
+        self.files.iter().map(|f| f.rows).sum()
+    }
+
+    pub fn row_groups(&self) -> usize {
+        self.files.iter().map(|f| f.row_groups).sum()
+    }
+
+    /// True when the footers prove every row of every selected file inside the time range, so
+    /// that the export need not test the range row by row.
+    pub fn all_in_range(&self) -> bool {
+        self.files.iter().all(|f| f.all_in_range)
+    }
+}
+
+/// The entries of one folder (or prefix), by name.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) folders: Vec<String>,
+    pub(crate) objects: Vec<Listed>,
+}
+
+/// An object as listed.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    /// The last part of its key or path.
+    pub(crate) file_name: String,
+    /// As errors name it.
+    pub(crate) name: Arc<str>,
+    pub(crate) meta: ObjectMeta,
+}
+
+impl Listing {
+    pub(crate) fn sort(&mut self) {
+        self.folders.sort();
+        self.objects.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+    }
+}
+
+enum FooterCheck {
+    Keep(SelectedFile),
+    Pruned,
+    Unreadable(SkippedFile),
+}
+
+impl Storage {
+    /// The entries below `segments` (folder names from the root); `None` if there is no such
+    /// folder. Over a bucket, a prefix with no keys is absent.
+    pub(crate) async fn list(&self, segments: &[&str], counts: &RequestCounts) -> Result<Option<Listing>> {
+        counts.listed();
+        match self.backend() {
+            Backend::Local { root } => {
+                let folder = segments.iter().fold(root.clone(), |path, s| path.join(s));
+                tokio::task::spawn_blocking(move || local::list(&folder))
+                    .await
+                    .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))?
+            }
+            Backend::Store { store, prefix, url } => {
+                let prefix = segments.iter().fold(prefix.clone(), |path, s| path.join(*s));
+                let result = store.list_with_delimiter(Some(&prefix)).await.map_err(|e| Error::Storage {
+                    path: Some(format!("{url}/{prefix}")),
+                    message: object::describe(&e),
+                })?;
+                let folders =
+                    result.common_prefixes.iter().filter_map(|p| Some(p.filename()?.to_owned())).collect();
+                let mut listing = Listing { folders, objects: Vec::new() };
+                for meta in result.objects {
+                    let Some(file_name) = meta.location.filename().map(str::to_owned) else { continue };
+                    let name = Arc::from(format!("{url}/{}", meta.location));
+                    listing.objects.push(Listed { file_name, name, meta });
+                }
+                listing.sort();
+                Ok((!listing.folders.is_empty() || !listing.objects.is_empty()).then_some(listing))
+            }
+        }
+    }
+
+    /// The ids of the applications that have a folder, ascending.
+    pub async fn applications(&self) -> Result<Vec<i64>> {
+        let listing = self.list(&[], &RequestCounts::default()).await?.unwrap_or_default();
+        let mut ids: Vec<i64> = listing
+            .folders
+            .iter()
+            .filter_map(|name| name.strip_prefix("application_id=")?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// The dates of application `id` that have a folder, ascending.
+    pub async fn dates(&self, id: i64) -> Result<Vec<NaiveDate>> {
+        let app = format!("application_id={id}");
+        let listing = self.list(&[&app], &RequestCounts::default()).await?.unwrap_or_default();
+        Ok(date_folders(&listing).into_iter().map(|(date, _)| date).collect())
+    }
+
+    /// Selects the files an export of `scope` must read (see the module documentation),
+    /// counting the requests made in `counts`.
+    pub async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
+        let mut selection = FileSelection::default();
+        let app = format!("application_id={}", scope.application_id);
+        let Some(listing) = self.list(&[&app], counts).await? else { return Ok(selection) };
+        let mut dates = date_folders(&listing);
+        selection.date_folders = dates.len();
+        if scope.dimension == DateDimension::Default {
+            let (first, last) = (utc_date(scope.range.since), utc_date(scope.range.until));
+            dates.retain(|(date, _)| (first..=last).contains(date));
+        }
+        selection.date_folders_pruned = selection.date_folders - dates.len();
+
+        let folders: Vec<Option<Listing>> = futures::stream::iter(dates)
+            .map(|(_, folder)| {
+                let (app, counts) = (&app, &counts);
+                async move { self.list(&[app, &folder], counts).await }
+            })
+            .buffered(LISTINGS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_>>()?;
+        let objects: Vec<Listed> = folders
+            .into_iter()
+            .flatten()
+            .flat_map(|listing| listing.objects)
+            .filter(|object| is_data_file(&object.file_name))
+            .collect();
+        selection.candidate_files = objects.len();
+
+        let column = scope.dimension.timestamp_field().name();
+        let checks: Vec<FooterCheck> = futures::stream::iter(objects)
+            .map(|object| {
+                let file = ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts));
+                self.check_footer_off_the_worker(file, column, scope.range)
+            })
+            .buffered(FOOTER_READS_IN_FLIGHT)
+            .collect::<Vec<Result<FooterCheck>>>()
+            .await
+            .into_iter()
+            .collect::<Result<_>>()?;
+        for check in checks {
+            match check {
+                FooterCheck::Keep(file) => selection.files.push(file),
+                FooterCheck::Pruned => selection.files_pruned_by_statistics += 1,
+                FooterCheck::Unreadable(file) if scope.skip_unavailable => selection.skipped.push(file),
+                FooterCheck::Unreadable(file) => {
+                    return Err(Error::Storage { path: Some(file.name), message: file.reason });
+                }
+            }
+        }
+        Ok(selection)
+    }
+
+    /// [`Storage::check_footer`], for a local file on the blocking pool: its reads are
+    /// synchronous, and several footers are read at once.
+    async fn check_footer_off_the_worker(
+        &self,
+        file: ObjectFile,
+        column: &'static str,
+        range: TimeRange,
+    ) -> Result<FooterCheck> {
+        match self.backend() {
+            Backend::Local { .. } => {
+                let storage = self.clone();
+                let runtime = tokio::runtime::Handle::current();
+                tokio::task::spawn_blocking(move || {
+                    runtime.block_on(storage.check_footer(file, column, range))
+                })
+                .await
+                .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))
+            }
+            Backend::Store { .. } => Ok(self.check_footer(file, column, range).await),
+        }
+    }
+
+    async fn check_footer(&self, file: ObjectFile, column: &str, range: TimeRange) -> FooterCheck {
+        let cache = self.metadata_cache();
+        let cached = footer::cached(cache, file.meta());
+        let read = async {
+            let footer = match &cached {
+                Some(footer) => Arc::clone(footer),
+                None => Arc::new(footer::read(&file).await?),
+            };
+            // Checked on every export, cached footer or not: the checks are cheap.
+            check_types(&footer)?;
+            let rows = footer.file_metadata().num_rows().max(0) as u64;
+            let overlap = range_overlap(&footer, column, range);
+            if rows == 0 || overlap == RangeOverlap::None {
+                return Ok(None);
+            }
+            if cached.is_none() {
+                footer::remember(cache, file.meta(), footer::complete(&file, &footer).await?);
+            }
+            let row_groups = footer.num_row_groups();
+            let all_in_range = overlap == RangeOverlap::All;
+            Ok(Some(SelectedFile {
+                name: file.name().to_owned(),
+                object: file.meta().clone(),
+                rows,
+                row_groups,
+                all_in_range,
+            }))
+        };
+        match read.await {
+            Err(reason) => FooterCheck::Unreadable(SkippedFile { name: file.name().to_owned(), reason }),
+            Ok(None) => FooterCheck::Pruned,
+            Ok(Some(selected)) => FooterCheck::Keep(selected),
+        }
+    }
+}
+
+/// The `date=YYYY-MM-DD` folders of an application's listing, ascending, with their names.
+fn date_folders(listing: &Listing) -> Vec<(NaiveDate, String)> {
+    let mut dates: Vec<(NaiveDate, String)> = listing
+        .folders
+        .iter()
+        .filter_map(|name| {
+            let date = NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()?;
+            Some((date, name.clone()))
+        })
+        .collect();
+    dates.sort();
+    dates
+}
+
+/// A file name the dataset counts: `*.parquet`, not hidden (`.x`) and not a marker (`_x`).
+fn is_data_file(name: &str) -> bool {
+    name.ends_with(".parquet") && !name.starts_with('.') && !name.starts_with('_')
+}
+
+fn utc_date(timestamp: i64) -> NaiveDate {
+    chrono::DateTime::from_timestamp(timestamp, 0).map_or(NaiveDate::MIN, |t| t.date_naive())
+}
+
+/// Checks that every column of the dataset contract the file holds has a type the engine reads
+/// exactly (see the dataset contract, docs/dataset.md); anything else would be converted lossily or
+/// fail in the middle of an export. Other columns are ignored.
+fn check_types(footer: &ParquetMetaData) -> std::result::Result<(), String> {
+    let file_meta = footer.file_metadata();
+    let schema = parquet_to_arrow_schema(file_meta.schema_descr(), file_meta.key_value_metadata())
+        .map_err(|e| format!("its schema cannot be read ({e})"))?;
+    for field in schema.fields() {
+        let Some(expected) = Field::from_name(field.name()) else { continue };
+        if expected.is_partition() {
+            continue;
+        }
+        let found = field.data_type();
+        let accepted = match expected.field_type() {
+            FieldType::String => is_string(found),
+            FieldType::Int64 => matches!(
+                found,
+                DataType::Int8
+                    | DataType::Int16
+                    | DataType::Int32
+                    | DataType::Int64
+                    | DataType::UInt8
+                    | DataType::UInt16
+                    | DataType::UInt32
+            ),
+            FieldType::UInt64 => match found {
+                DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => true,
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                    if !signed_column_is_non_negative(footer, field.name()) {
+                        return Err(format!(
+                            "column `{}` is a signed integer that may hold negative values; \
+                             expected unsigned 64-bit integers (values above 2^63 written as signed?)",
+                            field.name()
+                        ));
+                    }
+                    true
+                }
+                _ => false,
+            },
+        };
+        if !accepted {
+            let expected = match expected.field_type() {
+                FieldType::String => "text",
+                FieldType::Int64 => "a signed integer of at most 64 bits",
+                FieldType::UInt64 => "an unsigned integer of at most 64 bits",
+            };
+            return Err(format!("column `{}` has type {found}; expected {expected}", field.name()));
+        }
+    }
+    Ok(())
+}
+
+fn is_string(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, value) => is_string(value),
+        _ => false,
+    }
+}
+
+/// True when the statistics of every row group show a minimum of at least 0 (or only nulls).
+fn signed_column_is_non_negative(footer: &ParquetMetaData, column: &str) -> bool {
+    let columns = footer.file_metadata().schema_descr().columns();
+    let Some(index) = columns.iter().position(|c| c.path().string() == column) else { return true };
+    footer.row_groups().iter().all(|rg| {
+        let chunk = rg.column(index);
+        match chunk.statistics() {
+            Some(Statistics::Int64(s)) => {
+                s.min_opt().map_or(s.null_count_opt() == Some(rg.num_rows() as u64), |m| *m >= 0)
+            }
+            Some(Statistics::Int32(s)) => {
+                s.min_opt().map_or(s.null_count_opt() == Some(rg.num_rows() as u64), |m| *m >= 0)
+            }
+            _ => false,
+        }
+    })
+}
+
+/// How the rows of a file lie relative to an export's time range, as far as its footer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeOverlap {
+    /// The statistics of every row group prove that no row is in the range.
+    None,
+    /// Some rows may be in the range, some may not.
+    Some,
+    /// The statistics of every row group prove that every row is in the range: no nulls, and
+    /// minimum and maximum inside it.
+    All,
+}
+
+/// Where the rows of the file with footer `meta` lie relative to `range` in `column`. Missing
+/// statistics, or a type whose statistics cannot be compared as signed integers, give `Some`.
+fn range_overlap(meta: &ParquetMetaData, column: &str, range: TimeRange) -> RangeOverlap {
+    let columns = meta.file_metadata().schema_descr().columns();
+    let Some(index) = columns.iter().position(|c| c.path().string() == column) else {
+        // A file without the column holds nulls there, and nulls are never in a range.
+        return RangeOverlap::None;
+    };
+    // Statistics of unsigned 32-bit columns are stored as i32 but ordered as unsigned.
+    let signed = !matches!(columns[index].logical_type_ref(), Some(LogicalType::Integer(int)) if !int.is_signed)
+        && !matches!(columns[index].converted_type(), ConvertedType::UINT_32 | ConvertedType::UINT_64);
+    let mut overlap = RangeOverlap::None;
+    let mut all_inside = true;
+    for rg in meta.row_groups() {
+        let statistics = rg.column(index).statistics();
+        let bounds = match statistics {
+            Some(Statistics::Int64(s)) if signed => s.min_opt().copied().zip(s.max_opt().copied()),
+            Some(Statistics::Int32(s)) if signed => {
+                s.min_opt().map(|&v| i64::from(v)).zip(s.max_opt().map(|&v| i64::from(v)))
+            }
+            _ => return RangeOverlap::Some,
+        };
+        let nulls = statistics.and_then(|s| s.null_count_opt());
+        match bounds {
+            Some((min, max)) => {
+                if max >= range.since && min <= range.until {
+                    overlap = RangeOverlap::Some;
+                }
+                all_inside &= min >= range.since && max <= range.until && nulls == Some(0);
+            }
+            // No min/max: either statistics were not written, or the column is all null.
+            None if nulls == Some(rg.num_rows() as u64) => all_inside &= rg.num_rows() == 0,
+            None => return RangeOverlap::Some,
+        }
+    }
+    match overlap {
+        RangeOverlap::Some if all_inside => RangeOverlap::All,
+        overlap => overlap,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_file_names() {
+        assert!(is_data_file("part-0.parquet"));
+        assert!(!is_data_file("part-0.parquet.tmp"));
+        assert!(!is_data_file("_SUCCESS"));
+        assert!(!is_data_file(".part-0.parquet"));
+        assert!(!is_data_file("_tmp.parquet"));
+        assert!(!is_data_file("part-0.PARQUET.crc"));
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_date(0), NaiveDate::from_ymd_opt(1970, 1, 1).unwrap());
+        assert_eq!(utc_date(86_399), NaiveDate::from_ymd_opt(1970, 1, 1).unwrap());
+        assert_eq!(utc_date(86_400), NaiveDate::from_ymd_opt(1970, 1, 2).unwrap());
+        assert_eq!(utc_date(i64::MIN), NaiveDate::MIN);
+    }
+}

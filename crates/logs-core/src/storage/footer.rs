@@ -1,0 +1,122 @@
+//! Parquet footers: read through an [`ObjectFile`], completed with what the scan needs to fetch
+//! single pages, and kept in DataFusion's file-metadata cache.
+//!
+//! The cache is keyed by the object's location, and an entry serves only the object with the
+//! same size, modification time, ETag and version: an object replaced under the same key (even
+//! within the same second, and with the same size) is never served a stale footer. Every
+//! lookup and insertion goes through this module.
+
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
+use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadataCache};
+use datafusion::parquet::errors::ParquetError;
+use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use object_store::ObjectMeta;
+
+use crate::error::Error;
+use crate::storage::object::ObjectFile;
+use crate::storage::page_headers;
+
+/// Bytes read from the end of an object at first: footers of the dataset's files fit, so one
+/// request usually reads the footer.
+const FOOTER_PREFETCH: usize = 64 * 1024;
+
+/// The footer of `file`, without its page index.
+pub(crate) async fn read(file: &ObjectFile) -> Result<ParquetMetaData, String> {
+    ParquetMetaDataReader::new()
+        .with_prefetch_hint(Some(FOOTER_PREFETCH))
+        .load_and_finish(file, file.size())
+        .await
+        .map_err(reason)
+}
+
+/// `footer` with the page index of `file`, or, for a file written without one, an offset index
+/// rebuilt from its page headers, so that the scan fetches only the pages it needs.
+pub(crate) async fn complete(file: &ObjectFile, footer: &ParquetMetaData) -> Result<ParquetMetaData, String> {
+    let mut reader = ParquetMetaDataReader::new_with_metadata(footer.clone())
+        .with_page_index_policy(PageIndexPolicy::Optional);
+    reader.load_page_index(file).await.map_err(reason)?;
+    let footer = reader.finish().map_err(reason)?;
+    Ok(match page_headers::with_rebuilt_offset_index(file, &footer).await {
+        Some(rebuilt) => rebuilt,
+        None => footer,
+    })
+}
+
+/// Why a footer could not be read: the store's own error, or the file's fault.
+fn reason(e: ParquetError) -> String {
+    if let ParquetError::External(inner) = &e
+        && let Some(Error::Storage { message, .. }) = inner.downcast_ref::<Error>()
+    {
+        return message.clone();
+    }
+    format!("not a readable Parquet file ({e})")
+}
+
+/// The cached footer of the object `meta` describes, if the cache holds one for it.
+pub(crate) fn cached(cache: &FileMetadataCache, meta: &ObjectMeta) -> Option<Arc<ParquetMetaData>> {
+    let entry = cache.get(&meta.location)?;
+    let same = entry.meta.size == meta.size
+        && entry.meta.last_modified == meta.last_modified
+        && entry.meta.e_tag == meta.e_tag
+        && entry.meta.version == meta.version;
+    if !same {
+        return None;
+    }
+    let footer = entry.file_metadata.as_any().downcast_ref::<CachedParquetMetaData>()?;
+    Some(Arc::clone(footer.parquet_metadata()))
+}
+
+/// Caches the completed footer of the object `meta` describes. Only footers with a page
+/// index: for one without, the Parquet reader would try to load the missing index again on
+/// every use, so the scan reads those itself.
+pub(crate) fn remember(cache: &FileMetadataCache, meta: &ObjectMeta, footer: ParquetMetaData) {
+    if footer.column_index().is_some() && footer.offset_index().is_some() {
+        let entry = CachedParquetMetaData::new(Arc::new(footer));
+        cache.put(&meta.location, CachedFileMetadataEntry::new(meta.clone(), Arc::new(entry)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion::parquet::arrow::ArrowWriter;
+    use object_store::path::Path as ObjectPath;
+
+    use super::*;
+
+    /// A replaced object with the same size and modification time (within a second, as S3
+    /// reports it) but another ETag is never served the old footer.
+    #[test]
+    fn a_cached_footer_serves_only_the_object_with_the_same_etag() {
+        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(0..100));
+        let batch = RecordBatch::try_from_iter([("n", values)]).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let footer = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Required)
+            .parse_and_finish(&bytes::Bytes::from(bytes.clone()))
+            .unwrap();
+        let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
+        let cache = runtime.cache_manager.get_file_metadata_cache();
+        let meta = ObjectMeta {
+            location: ObjectPath::from("a/f.parquet"),
+            last_modified: chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
+            size: bytes.len() as u64,
+            e_tag: Some("\"etag-1\"".into()),
+            version: None,
+        };
+        remember(cache.as_ref(), &meta, footer);
+        assert!(cached(cache.as_ref(), &meta).is_some());
+        let replaced = ObjectMeta { e_tag: Some("\"etag-2\"".into()), ..meta.clone() };
+        assert!(cached(cache.as_ref(), &replaced).is_none());
+        let other_version = ObjectMeta { version: Some("v2".into()), ..meta.clone() };
+        assert!(cached(cache.as_ref(), &other_version).is_none());
+        let grown = ObjectMeta { size: meta.size + 1, ..meta };
+        assert!(cached(cache.as_ref(), &grown).is_none());
+    }
+}

@@ -1,0 +1,206 @@
+//! The dataset's storage: where it lives, which files an export reads, and how they are read.
+//!
+//! One seam. [`Storage::select`] takes a [`Scope`] — the application, the time range, the date
+//! dimension and the skip policy, nothing else of the request — and answers a
+//! [`FileSelection`]; [`Storage::table`] hands that selection to DataFusion as a table whose
+//! scan reads exactly those files. Inside:
+//!
+//! - `location.rs`: a local path, `file://` or `s3://bucket/prefix`, and the store built for it;
+//! - `catalog.rs`: listing, pruning by folders and footers, `skip_unavailable_shards`;
+//! - `footer.rs`: footers read, completed with page indexes, and cached by object identity;
+//! - `page_headers.rs`: an offset index rebuilt for files written without one;
+//! - `object.rs`: conditional, coalesced, concurrent and counted reads of one object;
+//! - `reader.rs` and `table.rs`: the scan's reader and table;
+//! - `local.rs`: what only a local folder does (strict listing; reads without thread hand-offs).
+//!
+//! Every path works over any `object_store::ObjectStore`; an S3 bucket is one, and an embedder
+//! may hand in another ([`Storage::from_store`]).
+
+mod catalog;
+mod footer;
+mod local;
+mod location;
+mod object;
+mod page_headers;
+mod reader;
+mod table;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::config::TableParquetOptions;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+
+pub use catalog::{FileSelection, SelectedFile, SkippedFile};
+pub use location::{Addressing, DatasetLocation, S3Credentials, S3Options};
+pub use object::{RequestCounts, Requests};
+
+use crate::error::{Error, Result};
+use crate::request::{DateDimension, TimeRange};
+use object::Backend;
+use reader::ScanReaders;
+use table::SelectedFiles;
+
+/// What storage needs to know of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub application_id: i64,
+    pub range: TimeRange,
+    pub dimension: DateDimension,
+    /// Leave unreadable files out (and count them) instead of failing.
+    pub skip_unavailable: bool,
+}
+
+/// A dataset's storage (see the module documentation). Cheap to clone.
+#[derive(Clone)]
+pub struct Storage {
+    location: String,
+    backend: Backend,
+    url: ObjectStoreUrl,
+    metadata_cache: Arc<FileMetadataCache>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage").field("location", &self.location).finish_non_exhaustive()
+    }
+}
+
+impl Storage {
+    /// The storage of `location`. A local folder is checked now (it must be a folder that can
+    /// be listed); a bucket is not contacted until [`Storage::check`] or the first export.
+    pub fn open(
+        location: &DatasetLocation,
+        s3: &S3Options,
+        metadata_cache: Arc<FileMetadataCache>,
+    ) -> Result<Storage> {
+        match location {
+            DatasetLocation::Local(path) => {
+                // Canonical: the scan names files by object-store paths, which may hold no `..`.
+                let root = std::fs::canonicalize(path).map_err(|e| local_error(path, e))?;
+                let meta = std::fs::metadata(&root).map_err(|e| local_error(&root, e))?;
+                if !meta.is_dir() {
+                    return Err(Error::Storage {
+                        path: Some(root.display().to_string()),
+                        message: "not a folder".into(),
+                    });
+                }
+                // A root that cannot be listed would look like an empty dataset: refuse it now.
+                local::list(&root)?;
+                Ok(Storage {
+                    location: root.display().to_string(),
+                    backend: Backend::Local { root },
+                    url: ObjectStoreUrl::local_filesystem(),
+                    metadata_cache,
+                })
+            }
+            DatasetLocation::S3 { bucket, .. } => {
+                let (store, prefix) = location.object_store(s3)?.expect("an S3 location has a store");
+                let url = ObjectStoreUrl::parse(format!("s3://{bucket}"))?;
+                Ok(Storage::from_store(store, prefix, url, location.to_string(), metadata_cache))
+            }
+        }
+    }
+
+    /// The storage of the dataset below `prefix` in `store`, registered with DataFusion as
+    /// `url`; `location` is how errors and `--explain` name it.
+    pub fn from_store(
+        store: Arc<dyn ObjectStore>,
+        prefix: ObjectPath,
+        url: ObjectStoreUrl,
+        location: String,
+        metadata_cache: Arc<FileMetadataCache>,
+    ) -> Storage {
+        let name = url.as_str().trim_end_matches('/').to_owned();
+        Storage { location, backend: Backend::Store { store, prefix, url: name }, url, metadata_cache }
+    }
+
+    /// The location, as given (a local folder canonical).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The URL the store is registered under with DataFusion's runtime.
+    pub fn url(&self) -> &ObjectStoreUrl {
+        &self.url
+    }
+
+    /// The object store, for a dataset in one (`None` for a local folder).
+    pub fn object_store(&self) -> Option<Arc<dyn ObjectStore>> {
+        match &self.backend {
+            Backend::Local { .. } => None,
+            Backend::Store { store, .. } => Some(Arc::clone(store)),
+        }
+    }
+
+    /// Lists the root once: a missing bucket, refused credentials or an unreachable server
+    /// fail here.
+    pub async fn check(&self) -> Result<()> {
+        self.list(&[], &RequestCounts::default()).await.map(drop)
+    }
+
+    /// The object `name` directly below the root, or `None` if there is none (such as
+    /// `applications.toml`).
+    pub async fn read_optional(&self, name: &str) -> Result<Option<Bytes>> {
+        match &self.backend {
+            Backend::Local { root } => {
+                let path = root.join(name);
+                let read = tokio::task::spawn_blocking(move || (std::fs::read(&path), path)).await;
+                let (read, path) = read.map_err(|e| {
+                    Error::Internal(datafusion::error::DataFusionError::External(Box::new(e)))
+                })?;
+                match read {
+                    Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(local_error(&path, e)),
+                }
+            }
+            Backend::Store { store, prefix, url } => {
+                let location = prefix.clone().join(name);
+                let error = |e: object_store::Error| Error::Storage {
+                    path: Some(format!("{url}/{location}")),
+                    message: e.to_string(),
+                };
+                match store.get_opts(&location, Default::default()).await {
+                    Ok(result) => Ok(Some(result.bytes().await.map_err(error)?)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(error(e)),
+                }
+            }
+        }
+    }
+
+    /// The table an export of `files` scans, with `schema`; its reads are counted in `counts`.
+    pub(crate) fn table(
+        &self,
+        schema: SchemaRef,
+        files: &[SelectedFile],
+        options: TableParquetOptions,
+        counts: Arc<RequestCounts>,
+    ) -> Arc<SelectedFiles> {
+        let readers = ScanReaders::new(self.backend.clone(), files, Arc::clone(&self.metadata_cache), counts);
+        Arc::new(SelectedFiles::new(schema, files.to_vec(), options, self.url.clone(), readers))
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    pub(crate) fn metadata_cache(&self) -> &FileMetadataCache {
+        self.metadata_cache.as_ref()
+    }
+
+    /// Whether the dataset is a local folder (its requests are file reads, not HTTP).
+    pub fn is_local(&self) -> bool {
+        matches!(self.backend, Backend::Local { .. })
+    }
+}
+
+fn local_error(path: &std::path::Path, e: std::io::Error) -> Error {
+    Error::Storage { path: Some(PathBuf::from(path).display().to_string()), message: e.to_string() }
+}

@@ -1,0 +1,363 @@
+//! How the storage layer reads one object: ranged reads that succeed only while the object is
+//! still the one the catalog listed, merged when close, issued concurrently, and counted.
+//!
+//! Over an object store every read is a GET with `If-Match` on the ETag the listing gave (or
+//! the version, or `If-Unmodified-Since` where the store has neither), so an object deleted or
+//! overwritten during an export fails it, naming the key, and never yields a short or mixed
+//! export. Ranges closer than [`STORE_COALESCE_GAP`] are fetched as one; the fetches of one
+//! call run [`STORE_FETCHES_IN_FLIGHT`] at a time. `object_store` retries transient failures.
+//!
+//! A local folder is read with positioned reads on the calling thread instead (see
+//! `local.rs`): the reads are short, the decoding that follows runs on the same thread, and a
+//! hand-off to a blocking pool for each one costs more than the read. The file is checked once,
+//! when first read, against the same identity the listing recorded (`local::etag`).
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
+
+use crate::error::{Error, Result};
+use crate::storage::local;
+
+/// Over an object store, ranges closer than this are fetched in one GET: a request costs a
+/// round trip, a few hundred KiB more cost little.
+const STORE_COALESCE_GAP: u64 = 512 * 1024;
+/// On a local disk, only ranges this close are read at once.
+const LOCAL_COALESCE_GAP: u64 = 16 * 1024;
+/// GETs of one call in flight at once.
+const STORE_FETCHES_IN_FLIGHT: usize = 8;
+
+/// Where the objects of a dataset are read from.
+#[derive(Debug, Clone)]
+pub(crate) enum Backend {
+    /// A local folder, listed with `std::fs` and read with positioned reads (`local.rs`).
+    Local { root: PathBuf },
+    /// Any object store, below `prefix`.
+    Store { store: Arc<dyn ObjectStore>, prefix: ObjectPath, url: String },
+}
+
+/// Requests made to the store by one export (or by one catalog call), and bytes fetched.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    lists: AtomicU64,
+    gets: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// A snapshot of [`RequestCounts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// Listings of a folder or prefix (a listing of more than 1 000 keys takes one LIST request
+    /// per 1 000 on S3).
+    pub lists: u64,
+    /// Ranged reads: GET requests to an object store, positioned reads of a local file.
+    pub gets: u64,
+    pub bytes: u64,
+}
+
+impl RequestCounts {
+    pub fn snapshot(&self) -> Requests {
+        Requests {
+            lists: self.lists.load(Ordering::Relaxed),
+            gets: self.gets.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn listed(&self) {
+        self.lists.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn fetched(&self, bytes: usize) {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// One object of the dataset, as listed: reads of it fail once it is no longer that object.
+#[derive(Debug)]
+pub(crate) struct ObjectFile {
+    /// As errors name it: the local path, or `s3://bucket/key`.
+    name: Arc<str>,
+    meta: ObjectMeta,
+    counts: Arc<RequestCounts>,
+    /// Bytes read from this object through this value (the scan's `bytes_scanned`).
+    read: AtomicU64,
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    Local { path: PathBuf, file: Mutex<Option<File>> },
+    Store(Arc<dyn ObjectStore>),
+}
+
+impl ObjectFile {
+    pub(crate) fn new(
+        backend: &Backend,
+        name: Arc<str>,
+        meta: ObjectMeta,
+        counts: Arc<RequestCounts>,
+    ) -> ObjectFile {
+        let source = match backend {
+            // The name of a local file is its path (`local.rs` lists only UTF-8 names).
+            Backend::Local { .. } => Source::Local { path: PathBuf::from(&*name), file: Mutex::new(None) },
+            Backend::Store { store, .. } => Source::Store(Arc::clone(store)),
+        };
+        ObjectFile { name, meta, counts, read: AtomicU64::new(0), source }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.meta.size
+    }
+
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Storage { path: Some(self.name.to_string()), message: message.into() }
+    }
+
+    /// The bytes of `range`.
+    pub(crate) async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+        if range.start > range.end || range.end > self.meta.size {
+            let size = self.meta.size;
+            return Err(self.error(format!("range {range:?} is outside the object's {size} bytes")));
+        }
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let bytes = match &self.source {
+            Source::Local { path, file } => self.read_local(path, file, range.clone())?,
+            Source::Store(store) => self.get_from_store(store, range.clone()).await?,
+        };
+        self.counts.fetched(bytes.len());
+        self.read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// The bytes of each of `ranges`, in their order; ranges close together are read at once.
+    pub(crate) async fn get_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let gap = match self.source {
+            Source::Local { .. } => LOCAL_COALESCE_GAP,
+            Source::Store(_) => STORE_COALESCE_GAP,
+        };
+        let merged = coalesce(ranges, gap);
+        let fetched: Vec<Bytes> = match self.source {
+            // Reads of a local file are synchronous: one after the other.
+            Source::Local { .. } => {
+                let mut out = Vec::with_capacity(merged.len());
+                for range in &merged {
+                    out.push(self.get(range.clone()).await?);
+                }
+                out
+            }
+            Source::Store(_) => {
+                futures::stream::iter(merged.iter().cloned())
+                    .map(|range| self.get(range))
+                    .buffered(STORE_FETCHES_IN_FLIGHT)
+                    .try_collect()
+                    .await?
+            }
+        };
+        Ok(ranges
+            .iter()
+            .map(|r| {
+                // The merged range that holds `r`: the last one starting at or before it
+                // (they are sorted by start and disjoint, and every range is inside one).
+                let i = merged.partition_point(|m| m.start <= r.start) - 1;
+                let m = &merged[i];
+                fetched[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
+            })
+            .collect())
+    }
+
+    async fn get_from_store(&self, store: &Arc<dyn ObjectStore>, range: Range<u64>) -> Result<Bytes> {
+        let len = range.end - range.start;
+        let mut options =
+            GetOptions { range: Some(GetRange::Bounded(range.clone())), ..GetOptions::default() };
+        match (&self.meta.e_tag, &self.meta.version) {
+            (_, Some(version)) => options.version = Some(version.clone()),
+            (Some(e_tag), None) => options.if_match = Some(e_tag.clone()),
+            (None, None) => options.if_unmodified_since = Some(self.meta.last_modified),
+        }
+        let result = store.get_opts(&self.meta.location, options).await.map_err(|e| self.store_error(e))?;
+        let bytes = result.bytes().await.map_err(|e| self.store_error(e))?;
+        if bytes.len() as u64 != len {
+            return Err(self.error(format!(
+                "{} of {len} bytes at {} were returned",
+                bytes.len(),
+                range.start
+            )));
+        }
+        Ok(bytes)
+    }
+
+    fn store_error(&self, e: object_store::Error) -> Error {
+        match e {
+            object_store::Error::NotFound { .. } => {
+                self.error("the object was deleted after the export selected it")
+            }
+            object_store::Error::Precondition { .. } => {
+                self.error("the object was replaced after the export selected it (its ETag changed)")
+            }
+            other => self.error(describe(&other)),
+        }
+    }
+
+    fn read_local(&self, path: &PathBuf, file: &Mutex<Option<File>>, range: Range<u64>) -> Result<Bytes> {
+        let io = |e: std::io::Error| self.error(e.to_string());
+        let mut file = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if file.is_none() {
+            let opened = File::open(path).map_err(io)?;
+            let found = local::etag(&opened.metadata().map_err(io)?);
+            if self.meta.e_tag.as_deref() != Some(found.as_str()) {
+                return Err(self.error(
+                    "the file changed after the export selected it (its size, modification time or inode differ)",
+                ));
+            }
+            *file = Some(opened);
+        }
+        let mut file = file.as_ref().expect("opened above");
+        let len = (range.end - range.start) as usize;
+        // Read into spare capacity: a zeroed buffer would cost a memset of every byte read.
+        let mut buffer = Vec::with_capacity(len);
+        let read = file
+            .seek(SeekFrom::Start(range.start))
+            .and_then(|_| file.take(len as u64).read_to_end(&mut buffer));
+        match read {
+            Ok(n) if n == len => Ok(Bytes::from(buffer)),
+            Ok(n) => Err(io(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                format!("{n} of {len} bytes at {} read", range.start),
+            ))),
+            Err(e) => Err(io(e)),
+        }
+    }
+}
+
+/// An object store's error as errors show it: the response body of an S3 error (XML that may
+/// echo the access key id, the string signed and the signature) cut down to its code and
+/// message.
+pub(crate) fn describe(e: &object_store::Error) -> String {
+    let text = e.to_string();
+    let Some(start) = text.find('<') else { return text };
+    let body = &text[start..];
+    let field = |tag: &str| {
+        let open = format!("<{tag}>");
+        let after = &body[body.find(&open)? + open.len()..];
+        Some(after[..after.find('<')?].to_owned())
+    };
+    let mut out = text[..start].trim_end().trim_end_matches(':').to_owned();
+    if let Some(code) = field("Code") {
+        out.push_str(&format!(": {code}"));
+    }
+    if let Some(message) = field("Message") {
+        out.push_str(&format!(" ({message})"));
+    }
+    out
+}
+
+/// `ranges` sorted and merged where less than `gap` apart.
+fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end.saturating_add(gap) => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// Parquet's footer reader fetches through this.
+impl datafusion::parquet::arrow::async_reader::MetadataFetch for &ObjectFile {
+    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, datafusion::parquet::errors::Result<Bytes>> {
+        let file: &ObjectFile = self;
+        async move {
+            file.get(range)
+                .await
+                .map_err(|e| datafusion::parquet::errors::ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use object_store::ObjectStoreExt;
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    /// The local file at `path`, as the local listing sees it, and its read counts.
+    pub(crate) fn local_file(path: &Path) -> (ObjectFile, Arc<RequestCounts>) {
+        let listing = crate::storage::local::list(path.parent().unwrap()).unwrap().unwrap();
+        let listed = listing.objects.into_iter().find(|o| path.ends_with(&o.file_name)).unwrap();
+        let counts = Arc::new(RequestCounts::default());
+        let backend = Backend::Local { root: path.parent().unwrap().to_owned() };
+        (ObjectFile::new(&backend, listed.name, listed.meta, Arc::clone(&counts)), counts)
+    }
+
+    /// A copy of the file at `path` in an in-memory object store, and its read counts.
+    pub(crate) async fn stored_file(path: &Path) -> (ObjectFile, Arc<RequestCounts>) {
+        let store = Arc::new(InMemory::new());
+        let location = ObjectPath::from("data/f.parquet");
+        store.put(&location, std::fs::read(path).unwrap().into()).await.unwrap();
+        let meta = store.head(&location).await.unwrap();
+        let counts = Arc::new(RequestCounts::default());
+        let backend = Backend::Store { store, prefix: ObjectPath::from("data"), url: "memory://".into() };
+        (ObjectFile::new(&backend, Arc::from("memory://data/f.parquet"), meta, Arc::clone(&counts)), counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3_error_bodies_are_cut_to_their_code_and_message() {
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing list request: Client error with status 403 Forbidden: <?xml version=\"1.0\"?>\
+                     <Error><Code>InvalidAccessKeyId</Code><Message>The key does not exist.</Message>\
+                     <AWSAccessKeyId>AKIAEXAMPLE</AWSAccessKeyId><SignatureProvided>abc</SignatureProvided></Error>"
+                .into(),
+        };
+        let text = describe(&e);
+        assert!(text.ends_with("403 Forbidden: InvalidAccessKeyId (The key does not exist.)"), "{text}");
+        assert!(!text.contains("AKIAEXAMPLE") && !text.contains("abc"), "{text}");
+        let plain = object_store::Error::Generic { store: "S3", source: "connection refused".into() };
+        assert!(describe(&plain).ends_with("connection refused"));
+    }
+
+    #[test]
+    fn close_ranges_merge_and_far_ones_do_not() {
+        let merged = coalesce(&[150..160, 0..10, 5..20, 20..20, 10..100, 1000..2000, 1990..2001], 100);
+        assert_eq!(merged, vec![0..160, 1000..2001]);
+        assert_eq!(coalesce(&[0..10, 111..120], 100), vec![0..10, 111..120]);
+        assert!(coalesce(&[], 100).is_empty());
+    }
+}

@@ -1,0 +1,211 @@
+//! Faults of a dataset in a bucket, against a real S3 server (moto on loopback): objects
+//! deleted, replaced, corrupt or truncated; a missing bucket; refused credentials; a server
+//! that refuses connections, answers 5xx or is slow. Every one is named, never a silently
+//! smaller or mixed export.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use logs_core::Error;
+use logs_core::object_store::path::Path as ObjectPath;
+use logs_core::object_store::{ObjectStoreExt, PutPayload};
+use logs_testkit::proxy::{FaultProxy, Mode};
+use logs_testkit::s3::{ACCESS_KEY_ID, S3Server, SECRET_ACCESS_KEY};
+use support::*;
+
+const WEEK: &str =
+    "application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error_id,os_name,error";
+
+/// A generated dataset, uploaded under `data/` of bucket `logs` on a fresh server.
+fn bucket_with_dataset() -> (tempfile::TempDir, S3Server) {
+    let dir = generate(3000, 7);
+    let server = S3Server::start();
+    server.create_bucket("logs");
+    server.upload_folder(&data_root(&dir), "logs", "data");
+    (dir, server)
+}
+
+/// The key of the last file the export of `query` reads (read last with one partition).
+async fn last_selected(engine: &logs_core::Engine, query: &str) -> (String, ObjectPath) {
+    let export = engine.export(&request(query)).await.unwrap();
+    let file = export.selection().files.last().unwrap().clone();
+    (file.name, file.object.location)
+}
+
+/// Runs `query`, calling `between` after the first batch; the rows read, and the error, if any.
+async fn run_interrupted<F: std::future::Future<Output = ()>>(
+    engine: &logs_core::Engine,
+    query: &str,
+    between: impl FnOnce() -> F,
+) -> (usize, Option<Error>) {
+    let mut export = engine.export(&request(query)).await.unwrap();
+    let mut rows = 0;
+    let mut between = Some(between);
+    while let Some(batch) = export.next().await {
+        match batch {
+            Ok(batch) => rows += batch.num_rows(),
+            Err(e) => return (rows, Some(e)),
+        }
+        if let Some(between) = between.take() {
+            between().await;
+        }
+    }
+    (rows, None)
+}
+
+fn small_batches(endpoint: &str) -> logs_core::Engine {
+    let config = logs_core::EngineConfig {
+        target_partitions: 1,
+        batch_size: 64,
+        s3: s3_options(endpoint),
+        ..Default::default()
+    };
+    logs_core::Engine::open("s3://logs/data", config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_deleted_or_replaced_during_an_export_fails_it_naming_the_key() {
+    let (dir, server) = bucket_with_dataset();
+    let endpoint = server.endpoint();
+    let store = test_store(&endpoint, "logs");
+    let engine = small_batches(&endpoint);
+    let expected = read_all(&data_root(&dir)).answer(&request(WEEK)).len();
+
+    let (name, key) = last_selected(&engine, WEEK).await;
+    let original = store.get(&key).await.unwrap().bytes().await.unwrap();
+    let (rows, error) = run_interrupted(&engine, WEEK, || async { store.delete(&key).await.unwrap() }).await;
+    let error =
+        error.unwrap_or_else(|| panic!("deleted mid-export, yet {rows} of {expected} rows and no error"));
+    assert!(matches!(&error, Error::Storage { path: Some(p), .. } if *p == name), "{error:?}");
+    assert!(error.to_string().contains("deleted after the export selected it"), "{error}");
+
+    // Put back, then overwritten mid-export with other bytes of the same length.
+    store.put(&key, PutPayload::from(original.clone())).await.unwrap();
+    let (name, key) = last_selected(&engine, WEEK).await;
+    let mut other = original.to_vec();
+    other[4] ^= 0xff;
+    let (rows, error) = run_interrupted(&engine, WEEK, || async {
+        store.put(&key, PutPayload::from(other)).await.map(drop).unwrap()
+    })
+    .await;
+    let error =
+        error.unwrap_or_else(|| panic!("replaced mid-export, yet {rows} of {expected} rows and no error"));
+    assert!(matches!(&error, Error::Storage { path: Some(p), .. } if *p == name), "{error:?}");
+    assert!(error.to_string().contains("replaced after the export selected it"), "{error}");
+
+    // Put back as it was: a new object (new ETag); the next export reads it afresh, whole.
+    store.put(&key, PutPayload::from(original)).await.unwrap();
+    let (rows, error) = run_interrupted(&engine, WEEK, || async {}).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(rows, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_and_truncated_objects_fail_the_export_or_are_skipped_and_counted() {
+    let (dir, server) = bucket_with_dataset();
+    let endpoint = server.endpoint();
+    let store = test_store(&endpoint, "logs");
+    let engine = bucket_engine("s3://logs/data", &endpoint, 2);
+    let folder = "data/application_id=1001/date=2026-10-03";
+    let whole = store
+        .get(&ObjectPath::from(format!("{folder}/part-00000.parquet")))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let truncated = ObjectPath::from(format!("{folder}/truncated.parquet"));
+    let garbage = ObjectPath::from(format!("{folder}/garbage.parquet"));
+    store.put(&truncated, PutPayload::from(whole.slice(..whole.len() / 2))).await.unwrap();
+    store.put(&garbage, PutPayload::from(vec![7u8; 5000])).await.unwrap();
+
+    match engine.export(&request(WEEK)).await {
+        Err(Error::Storage { path: Some(p), message }) => {
+            assert!(p.ends_with("garbage.parquet") || p.ends_with("truncated.parquet"), "{p}");
+            assert!(p.starts_with("s3://logs/data/application_id=1001/date=2026-10-03/"), "{p}");
+            assert!(message.contains("not a readable Parquet file"), "{message}");
+        }
+        other => panic!("expected a storage error naming the object, got {other:?}"),
+    }
+    let skipping = format!("{WEEK}&skip_unavailable_shards=true");
+    let (rows, export) = export_rows(&engine, &request(&skipping)).await;
+    let mut skipped: Vec<&str> = export.selection().skipped.iter().map(|s| s.name.as_str()).collect();
+    skipped.sort();
+    assert_eq!(
+        skipped,
+        [
+            "s3://logs/data/application_id=1001/date=2026-10-03/garbage.parquet",
+            "s3://logs/data/application_id=1001/date=2026-10-03/truncated.parquet"
+        ]
+    );
+    let expected = read_all(&data_root(&dir)).answer(&request(&skipping));
+    assert_eq!(sorted(rows), sorted(expected));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_bucket_is_a_storage_error_and_an_empty_prefix_an_empty_dataset() {
+    let server = S3Server::start();
+    server.create_bucket("logs");
+    let endpoint = server.endpoint();
+    let missing = bucket_engine("s3://no-such-bucket/data", &endpoint, 1);
+    let error = missing.check().await.unwrap_err();
+    assert!(matches!(error, Error::Storage { .. }), "{error:?}");
+    assert!(error.to_string().contains("s3://no-such-bucket/data"), "{error}");
+    let error = missing.export(&request(WEEK)).await.unwrap_err();
+    assert!(matches!(error, Error::Storage { .. }), "{error:?}");
+
+    let empty = bucket_engine("s3://logs/nothing-here", &endpoint, 1);
+    empty.check().await.unwrap();
+    assert!(empty.storage().applications().await.unwrap().is_empty());
+    let (rows, _) = export_rows(&empty, &request(WEEK)).await;
+    assert!(rows.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_are_a_storage_error_that_quotes_no_secret() {
+    let server = S3Server::start_with_authentication();
+    let engine = bucket_engine("s3://logs/data", &server.endpoint(), 1);
+    let error = engine.check().await.unwrap_err();
+    let text = format!("{error} {error:?}");
+    assert!(matches!(error, Error::Storage { .. }), "{text}");
+    assert!(text.contains("403") || text.contains("InvalidAccessKeyId"), "{text}");
+    assert!(!text.contains(SECRET_ACCESS_KEY), "{text}");
+    assert!(!text.contains(ACCESS_KEY_ID), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_failures_are_retried_and_lasting_ones_fail_the_export() {
+    let (dir, server) = bucket_with_dataset();
+    let proxy = FaultProxy::start(server.addr(), Mode::Pass);
+    let engine = bucket_engine("s3://logs/data", &proxy.endpoint(), 1);
+    let expected = sorted(read_all(&data_root(&dir)).answer(&request(WEEK)));
+    assert_eq!(sorted(engine_rows(&engine, &request(WEEK)).await), expected);
+
+    // A few 503s, then the server answers: retried, the same rows.
+    proxy.set_mode(Mode::FailFirst(2));
+    assert_eq!(sorted(engine_rows(&engine, &request(WEEK)).await), expected);
+    // Slow: every request waits; the same rows.
+    proxy.set_mode(Mode::Delay(Duration::from_millis(30)));
+    assert_eq!(sorted(engine_rows(&engine, &request(WEEK)).await), expected);
+    // Every request answered 500: the export fails, naming what it could not read.
+    proxy.set_mode(Mode::Status(500));
+    let error = engine.export(&request(WEEK)).await.unwrap_err();
+    assert!(matches!(error, Error::Storage { .. }), "{error:?}");
+    assert!(error.to_string().contains("500"), "{error}");
+    // Connections closed as they arrive.
+    proxy.set_mode(Mode::Drop);
+    let error = engine.export(&request(WEEK)).await.unwrap_err();
+    assert!(matches!(error, Error::Storage { .. }), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_connections_is_a_storage_error() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let engine = bucket_engine("s3://logs/data", &format!("http://127.0.0.1:{port}"), 1);
+    let error = engine.check().await.unwrap_err();
+    assert!(matches!(error, Error::Storage { .. }), "{error:?}");
+    assert!(error.to_string().contains("s3://logs/data"), "{error}");
+}
