@@ -2,11 +2,12 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
 use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use logs_core::{
     Engine, EngineConfig, Error, ExportRequest, ExportStream, FieldAliases, QueryPairs, RequestError,
 };
@@ -197,7 +198,7 @@ async fn encode<W: Write>(
     options: EncoderOptions,
 ) -> Result<W, Failure> {
     let mut encoder = Encoder::new(format, writer, &export.schema(), options)?;
-    let mut progress = Progress::new();
+    let progress = Progress::new(export.progress().1);
     while let Some(batch) = export.next().await {
         let batch = batch.map_err(|e| {
             Failure::Other(anyhow::Error::new(e).context(format!(
@@ -206,7 +207,7 @@ async fn encode<W: Write>(
             )))
         })?;
         encoder.write_batch(&batch)?;
-        progress.update(encoder.rows_written(), encoder.bytes_written());
+        progress.update(export.progress().0, encoder.rows_written(), encoder.bytes_written());
     }
     progress.finish(encoder.rows_written(), encoder.bytes_written());
     Ok(encoder.finish()?)
@@ -303,36 +304,45 @@ fn request_from_flags(args: &ExportArgs) -> Result<(Format, QueryPairs), Failure
     Ok((format, QueryPairs::from_pairs(pairs).map_err(usage)?))
 }
 
-/// A progress line on stderr, only when stderr is a terminal.
+/// A progress bar on stderr, only when stderr is a terminal: the share of the selected files'
+/// bytes the scan has covered (read, or passed over as pruned), with the time left, and the
+/// rows and bytes written so far.
 struct Progress {
-    enabled: bool,
+    bar: ProgressBar,
     started: Instant,
-    last: Instant,
 }
 
 impl Progress {
-    fn new() -> Progress {
-        let now = Instant::now();
-        Progress { enabled: std::io::stderr().is_terminal(), started: now, last: now }
+    fn new(total: u64) -> Progress {
+        let bar = if std::io::stderr().is_terminal() {
+            let bar =
+                ProgressBar::with_draw_target(Some(total.max(1)), ProgressDrawTarget::stderr_with_hz(4));
+            let style = ProgressStyle::with_template("{bar:30} {percent:>3}% {msg}, {eta} left")
+                .expect("a valid template")
+                .progress_chars("=> ");
+            bar.set_style(style);
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Progress { bar, started: Instant::now() }
     }
 
-    fn update(&mut self, rows: u64, bytes: u64) {
-        if self.enabled && self.last.elapsed() >= Duration::from_millis(250) {
-            self.last = Instant::now();
-            self.print(rows, bytes, "");
+    fn update(&self, covered: u64, rows: u64, bytes: u64) {
+        if self.bar.is_hidden() {
+            return;
         }
-    }
-
-    fn finish(&mut self, rows: u64, bytes: u64) {
-        if self.enabled {
-            self.print(rows, bytes, "\n");
-        }
-    }
-
-    fn print(&self, rows: u64, bytes: u64, end: &str) {
-        let seconds = self.started.elapsed().as_secs_f64().max(1e-3);
+        self.bar.set_position(covered);
         let mib = bytes as f64 / (1024.0 * 1024.0);
-        eprint!("\r{rows} rows, {mib:.1} MiB, {:.1} MiB/s{end}", mib / seconds);
+        let rate = mib / self.started.elapsed().as_secs_f64().max(1e-3);
+        self.bar.set_message(format!("{rows} rows, {mib:.1} MiB, {rate:.1} MiB/s"));
+    }
+
+    fn finish(&self, rows: u64, bytes: u64) {
+        if !self.bar.is_hidden() {
+            self.update(self.bar.length().unwrap_or(0), rows, bytes);
+            self.bar.finish();
+        }
     }
 }
 

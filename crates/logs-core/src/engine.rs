@@ -25,7 +25,9 @@ use crate::error::{Error, RequestError, Result};
 use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::schema::{file_schema, file_schema_copying_texts};
-use crate::storage::{DatasetLocation, FileSelection, RequestCounts, Requests, S3Options, Scope, Storage};
+use crate::storage::{
+    DatasetLocation, FileSelection, RequestCounts, Requests, S3Options, ScanProgress, Scope, Storage,
+};
 
 /// Settings of an [`Engine`]. `Default` gives settings fit for a laptop and for a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +209,8 @@ impl Engine {
         };
         let requests = Arc::new(RequestCounts::default());
         let selection = self.storage.select(&scope, &requests).await?;
-        let table = self.table(request, &selection, &requests);
+        let progress = Arc::new(ScanProgress::default());
+        let table = self.table(request, &selection, &requests, &progress);
         let range = if selection.all_in_range() { RangeTest::ProvenByFooters } else { RangeTest::PerRow };
         let logical = build_plan(request, provider_as_source(table), range)?;
         let state = self.ctx.state();
@@ -220,6 +223,7 @@ impl Engine {
             physical,
             selection,
             requests,
+            progress,
             local: self.storage.is_local(),
         })
     }
@@ -229,6 +233,7 @@ impl Engine {
         request: &ExportRequest,
         selection: &FileSelection,
         requests: &Arc<RequestCounts>,
+        progress: &Arc<ScanProgress>,
     ) -> Arc<dyn TableProvider> {
         if selection.files.is_empty() {
             return Arc::new(EmptyTable::new(file_schema()));
@@ -240,7 +245,8 @@ impl Engine {
         } else {
             file_schema_copying_texts()
         };
-        self.storage.table(schema, &selection.files, self.parquet_options.clone(), Arc::clone(requests))
+        let options = self.parquet_options.clone();
+        self.storage.table(schema, &selection.files, options, Arc::clone(requests), Arc::clone(progress))
     }
 }
 
@@ -253,6 +259,7 @@ pub struct ExportStream {
     physical: Arc<dyn ExecutionPlan>,
     selection: FileSelection,
     requests: Arc<RequestCounts>,
+    progress: Arc<ScanProgress>,
     local: bool,
 }
 
@@ -274,6 +281,14 @@ impl ExportStream {
     /// The files read, and those pruned or skipped.
     pub fn selection(&self) -> &FileSelection {
         &self.selection
+    }
+
+    /// How far the scan has got: bytes of the selected files covered so far (read, or passed
+    /// over as pruned in files finished), and their total. An estimate that ends at the total;
+    /// for progress bars.
+    pub fn progress(&self) -> (u64, u64) {
+        let total: u64 = self.selection.files.iter().map(|f| f.object.size).sum();
+        (self.progress.covered().min(total), total)
     }
 
     /// Requests made to the storage so far (listings, ranged reads, bytes).

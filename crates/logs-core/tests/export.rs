@@ -463,3 +463,27 @@ async fn aliases_and_absent_fields_are_named_and_typed_as_declared() {
     assert_eq!(absent_rows.len(), records.answer(&counted).len());
     assert!(absent_rows.iter().all(|row| row == &vec![None]));
 }
+
+/// The scan's progress starts below the selected files' total and ends exactly at it, for a
+/// full scan and for a filtered one that reads only a few pages.
+#[tokio::test]
+async fn progress_ends_at_the_selected_files_total() {
+    let dir = generate(6000, 7);
+    let engine = engine(&data_root(&dir));
+    for query in [
+        "application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error_id,error",
+        "application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error_id,error&os_name=ios&mcc=250",
+    ] {
+        let mut export = engine.export(&request(query)).await.unwrap();
+        let (covered, total) = export.progress();
+        let sizes: u64 = export.selection().files.iter().map(|f| f.object.size).sum();
+        assert_eq!(total, sizes, "{query}");
+        assert!(total > 0 && covered < total, "{query}: {covered} of {total} before any row");
+        while let Some(batch) = export.next().await {
+            batch.unwrap();
+            let (now, _) = export.progress();
+            assert!(now <= total, "{query}");
+        }
+        assert_eq!(export.progress(), (total, total), "{query}");
+    }
+}

@@ -39,6 +39,7 @@ use object_store::path::Path as ObjectPath;
 pub use catalog::{FileSelection, SelectedFile, SkippedFile};
 pub use location::{Addressing, DatasetLocation, S3Credentials, S3Options};
 pub use object::{RequestCounts, Requests};
+pub use reader::ScanProgress;
 
 use crate::error::{Error, Result};
 use crate::request::{DateDimension, TimeRange};
@@ -175,15 +176,18 @@ impl Storage {
         }
     }
 
-    /// The table an export of `files` scans, with `schema`; its reads are counted in `counts`.
+    /// The table an export of `files` scans, with `schema`; its reads are counted in `counts`
+    /// and `progress`.
     pub(crate) fn table(
         &self,
         schema: SchemaRef,
         files: &[SelectedFile],
         options: TableParquetOptions,
         counts: Arc<RequestCounts>,
+        progress: Arc<ScanProgress>,
     ) -> Arc<SelectedFiles> {
-        let readers = ScanReaders::new(self.backend.clone(), files, Arc::clone(&self.metadata_cache), counts);
+        let cache = Arc::clone(&self.metadata_cache);
+        let readers = ScanReaders::new(self.backend.clone(), files, cache, counts, progress);
         Arc::new(SelectedFiles::new(schema, files.to_vec(), options, self.url.clone(), readers))
     }
 

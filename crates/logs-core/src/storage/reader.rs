@@ -14,9 +14,10 @@
 //! that none of those pages holds dictionary indices, it hands back an empty dictionary page
 //! instead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use datafusion::datasource::listing::PartitionedFile;
@@ -38,6 +39,30 @@ use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
 use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
 
+/// How far the scan of one export has got through its files' bytes: what it has read, plus,
+/// for each file it has finished, the bytes it did not need to read (pruned pages and row
+/// groups). An estimate for progress bars: it ends at the selected files' total.
+#[derive(Debug, Default)]
+pub struct ScanProgress {
+    read: AtomicU64,
+    passed_over: AtomicU64,
+    finished: Mutex<HashSet<ObjectPath>>,
+}
+
+impl ScanProgress {
+    /// Bytes of the selected files covered so far.
+    pub fn covered(&self) -> u64 {
+        self.read.load(Ordering::Relaxed) + self.passed_over.load(Ordering::Relaxed)
+    }
+
+    fn finished(&self, location: &ObjectPath, size: u64, read: u64) {
+        let mut finished = self.finished.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if finished.insert(location.clone()) {
+            self.passed_over.fetch_add(size.saturating_sub(read), Ordering::Relaxed);
+        }
+    }
+}
+
 /// Makes a [`ScanReader`] for each file the scan of one export opens.
 #[derive(Debug)]
 pub(crate) struct ScanReaders {
@@ -46,6 +71,7 @@ pub(crate) struct ScanReaders {
     files: HashMap<ObjectPath, SelectedFile>,
     metadata_cache: Arc<FileMetadataCache>,
     counts: Arc<RequestCounts>,
+    progress: Arc<ScanProgress>,
 }
 
 impl ScanReaders {
@@ -54,9 +80,10 @@ impl ScanReaders {
         files: &[SelectedFile],
         metadata_cache: Arc<FileMetadataCache>,
         counts: Arc<RequestCounts>,
+        progress: Arc<ScanProgress>,
     ) -> ScanReaders {
         let files = files.iter().map(|f| (f.object.location.clone(), f.clone())).collect();
-        ScanReaders { backend, files, metadata_cache, counts }
+        ScanReaders { backend, files, metadata_cache, counts, progress }
     }
 }
 
@@ -89,6 +116,7 @@ impl ParquetFileReaderFactory for ScanReaders {
             footer: None,
             dictionary_pages: None,
             metadata_cache: Arc::clone(&self.metadata_cache),
+            progress: Arc::clone(&self.progress),
         }))
     }
 }
@@ -107,6 +135,7 @@ pub(crate) struct ScanReader {
     /// read of several ranges.
     dictionary_pages: Option<HashMap<u64, Range<u64>>>,
     metadata_cache: Arc<FileMetadataCache>,
+    progress: Arc<ScanProgress>,
 }
 
 fn external(e: crate::error::Error) -> ParquetError {
@@ -117,8 +146,13 @@ impl ScanReader {
     async fn read(&mut self, range: Range<u64>) -> ParquetResult<Bytes> {
         let before = self.object.bytes_read();
         let bytes = self.object.get(range).await.map_err(external)?;
-        self.metrics.bytes_scanned.add((self.object.bytes_read() - before) as usize);
+        self.scanned(self.object.bytes_read() - before);
         Ok(bytes)
+    }
+
+    fn scanned(&self, bytes: u64) {
+        self.metrics.bytes_scanned.add(bytes as usize);
+        self.progress.read.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Reads `ranges`, replacing each dictionary page none of the data pages asked for with it
@@ -129,7 +163,7 @@ impl ScanReader {
             (0..ranges.len()).filter(|i| !dictionaries.contains_key(i)).map(|i| ranges[i].clone()).collect();
         let before = self.object.bytes_read();
         let fetched = self.object.get_ranges(&wanted).await.map_err(external)?;
-        self.metrics.bytes_scanned.add((self.object.bytes_read() - before) as usize);
+        self.scanned(self.object.bytes_read() - before);
         let mut fetched = fetched.into_iter();
         let mut out: Vec<Bytes> = (0..ranges.len())
             .map(|i| {
@@ -244,6 +278,7 @@ impl AsyncFileReader for ScanReader {
 
 impl Drop for ScanReader {
     fn drop(&mut self) {
+        self.progress.finished(&self.object.meta().location, self.object.size(), self.object.bytes_read());
         let ratio = &self.metrics.scan_efficiency_ratio;
         ratio.add_part(self.metrics.bytes_scanned.value());
         ratio.set_total(self.object.size() as usize);
@@ -269,6 +304,7 @@ mod tests {
             footer: None,
             dictionary_pages: None,
             metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
+            progress: Arc::default(),
         }
     }
 
