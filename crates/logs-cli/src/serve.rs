@@ -3,29 +3,23 @@
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use logs_core::{Engine, EngineConfig, Error};
-use logs_server::auth::introspection::{ApplicationGrants, ClientCredentials};
-use logs_server::auth::{
-    Applications, Authenticator, IntrospectionConfig, Introspector, Principal, READ_SCOPE, TokenSet,
-    TokenStore, WRITE_SCOPE,
+use logs_core::{DatasetLocation, EngineConfig};
+use logs_server::Settings;
+use logs_server::auth::{READ_SCOPE, WRITE_SCOPE};
+use logs_server::service::{
+    IntrospectionFiles, Service, ServiceConfig, ServiceError, Tokens, reload_on_sighup, stop_signal,
 };
-use logs_server::{AppState, ConfigError, ServeOptions, Settings};
-use rand::RngCore;
-use tokio::net::TcpListener;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::Failure;
 use crate::store::S3Args;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The dataset folder (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`, and an
-    /// optional `applications.toml`).
+    /// The dataset (`<root>/application_id=<id>/date=<yyyy-mm-dd>/*.parquet`, and an optional
+    /// `applications.toml`): a local folder, a file:// URL or an s3://bucket/prefix URL.
     #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset", value_name = "LOCATION")]
     data: String,
     #[command(flatten)]
@@ -166,7 +160,23 @@ fn init_logging(args: &ServeArgs) -> Result<(), Failure> {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
-    let config = EngineConfig {
+    let service = Service::build(service_config(&args)?).await.map_err(service_failure)?;
+    let address = service.address();
+    println!("logs serve: serving {} on http://{address}", service.state().engine().location());
+    if let Some(admin) = service.admin_address() {
+        println!("metrics: http://{admin}/metrics");
+    }
+    if let Some(token) = service.generated_token() {
+        print_try_it(token, address, &service.example_target().await);
+    }
+    reload_on_sighup(service.tokens_file())?;
+    service.run_until_stopped(stop_signal()).await.map_err(service_failure)
+}
+
+/// The flags and environment, as the service's configuration.
+fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
+    let data = DatasetLocation::parse(&args.data).map_err(|e| Failure::Usage(e.to_string()))?;
+    let engine = EngineConfig {
         max_limit: args.max_limit,
         target_partitions: args.target_partitions,
         memory_limit: args.memory_limit,
@@ -175,18 +185,6 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         s3: args.s3.options(),
         ..EngineConfig::default()
     };
-    let engine = Engine::open(&args.data, config).map_err(|e| match e {
-        Error::Config { .. } => Failure::Usage(e.to_string()),
-        e => Failure::Other(anyhow::Error::new(e).context("cannot open the dataset (--data)")),
-    })?;
-    // A missing bucket, refused credentials or an unreachable store stop the start.
-    engine
-        .check()
-        .await
-        .map_err(|e| Failure::Other(anyhow::Error::new(e).context("cannot read the dataset (--data)")))?;
-    let engine = Arc::new(engine);
-
-    let (auth, generated) = authenticator(&args)?;
     let settings = Settings {
         max_exports: args.max_exports,
         max_exports_per_token: args.max_exports_per_token,
@@ -198,183 +196,55 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         json_integers: args.names.json_integers,
         ..Settings::default()
     };
-    let options = ServeOptions {
+    let introspection = match (&args.introspection_url, &args.introspection_credentials) {
+        (Some(url), Some(credentials)) => Some(IntrospectionFiles {
+            url: url.clone(),
+            credentials: credentials.clone(),
+            grants: args.introspection_grants.clone(),
+            timeout: args.introspection_timeout,
+            cache_entries: args.introspection_cache_entries,
+            cache_ttl: args.introspection_cache_ttl,
+            negative_ttl: args.introspection_negative_ttl,
+            applications_claim: args.introspection_applications_claim.clone(),
+        }),
+        _ => None,
+    };
+    let tokens = match &args.tokens {
+        Some(path) => Tokens::File { path: path.clone(), reload_interval: args.tokens_reload_interval },
+        None if introspection.is_some() => Tokens::None,
+        None => Tokens::Generated,
+    };
+    Ok(ServiceConfig {
+        engine,
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        tokens,
+        introspection,
+        settings,
         header_read_timeout: args.header_read_timeout,
         write_timeout: args.write_timeout,
         shutdown_timeout: args.shutdown_timeout,
-        ..ServeOptions::for_settings(&settings)
-    };
-    let state = AppState::new(engine.clone(), auth, settings).await.map_err(config_failure)?;
-
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
-    let address = listener.local_addr()?;
-    let admin = match args.admin_listen {
-        Some(admin) => Some(
-            TcpListener::bind(admin)
-                .await
-                .with_context(|| format!("cannot listen on {admin} (--admin-listen)"))?,
-        ),
-        None => None,
-    };
-    if !address.ip().is_loopback() {
-        tracing::warn!(%address, "listening beyond loopback, as --listen asks");
-    }
-    let tokens_file = state.auth().tokens().filter(|s| s.path().is_some()).cloned();
-    if let Some(store) = &tokens_file {
-        store.spawn_watcher(args.tokens_reload_interval);
-    }
-    spawn_sighup_reloads(tokens_file)?;
-
-    println!("logs serve: serving {} on http://{address}", engine.location());
-    if let Some(admin) = &admin {
-        println!("metrics: http://{}/metrics", admin.local_addr()?);
-    }
-    if let Some(token) = generated {
-        print_try_it(&token, address, &engine).await;
-    }
-    tracing::info!(%address, data = %engine.location(), "listening");
-
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        if let Err(e) = wait_for_stop_signal().await {
-            tracing::error!(error = %e, "cannot watch for signals");
-            return;
-        }
-        tracing::info!("stop signal received: finishing running exports");
-        let _ = stop_tx.send(true);
-        // A second signal means now.
-        if wait_for_stop_signal().await.is_ok() {
-            tracing::warn!("second stop signal: exiting at once");
-            std::process::exit(130);
-        }
-    });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-    let admin_task = admin.map(|admin| {
-        let app = logs_server::admin_app(state.clone());
-        tokio::spawn(logs_server::serve(admin, app, options.clone(), stopped(stop_rx.clone())))
-    });
-    logs_server::serve(listener, logs_server::app(state), options, stopped(stop_rx)).await?;
-    if let Some(task) = admin_task {
-        task.await.context("the admin listener failed")??;
-    }
-    tracing::info!("stopped");
-    Ok(())
+        ..ServiceConfig::new(data)
+    })
 }
 
-/// The token sources, and the generated token when there is none.
-fn authenticator(args: &ServeArgs) -> Result<(Authenticator, Option<String>), Failure> {
-    let tokens = match &args.tokens {
-        Some(path) => Some(Arc::new(TokenStore::open(path).map_err(config_failure)?)),
-        None => None,
-    };
-    let introspection = match (&args.introspection_url, &args.introspection_credentials) {
-        (Some(url), Some(credentials)) => {
-            let credentials = ClientCredentials::from_file(credentials).map_err(config_failure)?;
-            let mut config = IntrospectionConfig::new(url.clone(), credentials);
-            config.timeout = args.introspection_timeout;
-            config.cache_entries = args.introspection_cache_entries;
-            config.cache_ttl = args.introspection_cache_ttl;
-            config.negative_ttl = args.introspection_negative_ttl;
-            config.applications_claim = args.introspection_applications_claim.clone();
-            if let Some(grants) = &args.introspection_grants {
-                config.grants = Some(ApplicationGrants::from_file(grants).map_err(config_failure)?);
-            }
-            Some(Arc::new(Introspector::new(config).map_err(config_failure)?))
-        }
-        _ => None,
-    };
-    if tokens.is_some() || introspection.is_some() {
-        return Ok((Authenticator::new(tokens, introspection), None));
-    }
-    let token = generate_token();
-    let principal = Principal {
-        name: "generated".into(),
-        scopes: [READ_SCOPE.to_owned(), WRITE_SCOPE.to_owned()].into(),
-        applications: Applications::All,
-    };
-    let store = TokenStore::fixed(TokenSet::single(&token, principal));
-    Ok((Authenticator::new(Some(Arc::new(store)), None), Some(token)))
+/// Invalid configuration is bad usage (exit 2); anything that could not be read or done, a
+/// failure (exit 1).
+fn service_failure(e: ServiceError) -> Failure {
+    if e.is_invalid_configuration() { Failure::Usage(e.to_string()) } else { Failure::Other(e.into()) }
 }
 
-/// A configuration file that cannot be read is a failure (exit 1); one whose content, or a
-/// setting, says something invalid is bad usage (exit 2).
-fn config_failure(e: ConfigError) -> Failure {
-    match e {
-        ConfigError::Unreadable { .. } | ConfigError::UnreadableObject { .. } => Failure::Other(e.into()),
-        ConfigError::InvalidFile { .. } | ConfigError::Invalid(_) => Failure::Usage(e.to_string()),
-    }
-}
-
-/// 32 bytes from the operating system's CSPRNG (via `rand`'s thread RNG), as hex.
-fn generate_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
-}
-
-async fn print_try_it(token: &str, address: SocketAddr, engine: &Engine) {
+fn print_try_it(token: &str, address: SocketAddr, target: &str) {
     let host = if address.ip().is_unspecified() {
         SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), address.port())
     } else {
         address
     };
-    let (app, since, until) = sample_range(engine).await;
     println!(
         "\nNo token source is configured (--tokens, --introspection-url), so this run accepts one \
          generated token,\nwith scopes {READ_SCOPE} and {WRITE_SCOPE} on every application:\n\n    {token}\n\n\
-         Try it:\n\n    curl -H 'Authorization: OAuth {token}' \
-         'http://{host}/logs/v1/export/errors.csv?application_id={app}&date_since={since}&date_until={until}\
-         &fields=error_datetime,error_name,os_name&limit=10'\n"
+         Try it:\n\n    curl -H 'Authorization: OAuth {token}' 'http://{host}{target}'\n"
     );
-}
-
-/// The first application and up to its first 7 days of data, for the example command.
-async fn sample_range(engine: &Engine) -> (i64, String, String) {
-    let fallback = (1001, "2026-10-01".to_owned(), "2026-10-07".to_owned());
-    let storage = engine.storage();
-    let Some(app) = storage.applications().await.ok().and_then(|ids| ids.first().copied()) else {
-        return fallback;
-    };
-    let mut dates = storage.dates(app).await.unwrap_or_default();
-    dates.sort();
-    match dates.first() {
-        Some(&first) => {
-            let last =
-                dates.iter().copied().take_while(|d| (*d - first).num_days() < 7).last().unwrap_or(first);
-            (app, first.to_string(), last.to_string())
-        }
-        None => (app, fallback.1, fallback.2),
-    }
-}
-
-async fn wait_for_stop_signal() -> std::io::Result<()> {
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-    }
-    Ok(())
-}
-
-/// SIGHUP reloads the tokens file (and, without one, is logged rather than fatal).
-fn spawn_sighup_reloads(store: Option<Arc<TokenStore>>) -> Result<(), Failure> {
-    let mut hangup = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            let Some(store) = store.clone() else {
-                tracing::info!("SIGHUP: no tokens file to reload");
-                continue;
-            };
-            let outcome = tokio::task::spawn_blocking(move || store.reload(true)).await;
-            tracing::info!(outcome = ?outcome.ok(), "SIGHUP: reloaded the tokens file");
-        }
-    });
-    Ok(())
 }
 
 /// A duration as `humantime` reads it (`500ms`, `30s`, `5m`, `1h`, `1h 30m`), or a whole
@@ -423,13 +293,5 @@ mod tests {
         assert_eq!(parse_size("1KB"), Ok(1000));
         assert!(parse_size("lots").unwrap_err().contains("`lots` is not a size"));
         assert!(parse_size("-1").is_err());
-    }
-
-    #[test]
-    fn tokens_are_random_and_long() {
-        let (a, b) = (generate_token(), generate_token());
-        assert_eq!(a.len(), 64);
-        assert_ne!(a, b);
-        assert!(logs_server::auth::is_token_syntax(&a));
     }
 }

@@ -4,14 +4,14 @@
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use logs_core::{Engine, EngineConfig};
-use logs_server::auth::{Authenticator, TokenSet, TokenStore};
+use logs_core::{DatasetLocation, EngineConfig};
+use logs_server::auth::TokenSet;
 use logs_server::metrics::ExportCounts;
-use logs_server::{AppState, ServeOptions, Settings};
+use logs_server::service::{Service, ServiceConfig, ServiceError, Tokens};
+use logs_server::{AppState, Settings};
 use sha2::Digest;
 
 /// A server to load.
@@ -27,7 +27,7 @@ pub struct InProcess {
     pub state: AppState,
     runtime: tokio::runtime::Runtime,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    task: Option<tokio::task::JoinHandle<Result<(), ServiceError>>>,
 }
 
 #[derive(Debug)]
@@ -46,7 +46,6 @@ impl InProcess {
         settings: Settings,
         tokens: &[String],
     ) -> anyhow::Result<InProcess> {
-        let engine = Arc::new(Engine::open(data, config)?);
         let mut toml = String::new();
         for (i, token) in tokens.iter().enumerate() {
             let hash = hex::encode(sha2::Sha256::digest(token.as_bytes()));
@@ -55,19 +54,22 @@ impl InProcess {
             ));
         }
         let set = TokenSet::parse(&toml).map_err(anyhow::Error::msg)?;
-        let auth = Authenticator::new(Some(Arc::new(TokenStore::fixed(set))), None);
-        let options = ServeOptions::for_settings(&settings);
+        let config = ServiceConfig {
+            engine: config,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tokens: Tokens::Fixed(set),
+            settings,
+            ..ServiceConfig::new(DatasetLocation::from(data))
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("server")
             .enable_all()
             .build()?;
-        let state = runtime.block_on(AppState::new(engine, auth, settings)).map_err(anyhow::Error::msg)?;
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-        let addr = listener.local_addr()?;
+        let service = runtime.block_on(Service::build(config))?;
+        let (addr, state) = (service.address(), service.state().clone());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let app = logs_server::app(state.clone());
-        let task = runtime.spawn(logs_server::serve(listener, app, options, async {
+        let task = runtime.spawn(service.run_until_stopped(async {
             let _ = rx.await;
         }));
         Ok(InProcess { addr, state, runtime, shutdown: Some(tx), task: Some(task) })

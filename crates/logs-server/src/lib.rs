@@ -16,6 +16,9 @@
 //! ([`limits`]), gzip, authorization ([`auth`]), then the routes. The handlers only extract,
 //! call the engine and turn its stream into a body; errors become answers in [`error`].
 //!
+//! The whole service, as `logs serve` runs it, is built from a configuration by
+//! [`service::Service::build`] (see [`service`]). To mount the API in a service of your own:
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use logs_core::{Engine, EngineConfig};
@@ -52,6 +55,7 @@ pub mod management;
 pub mod metrics;
 pub mod openapi;
 mod server;
+pub mod service;
 pub mod state;
 
 use axum::Router;

@@ -120,6 +120,13 @@ impl fmt::Display for DatasetLocation {
     }
 }
 
+impl std::str::FromStr for DatasetLocation {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<DatasetLocation> {
+        DatasetLocation::parse(text)
+    }
+}
+
 impl TryFrom<&str> for DatasetLocation {
     type Error = Error;
     fn try_from(text: &str) -> Result<DatasetLocation> {
