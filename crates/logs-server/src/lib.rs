@@ -45,6 +45,7 @@
 //! # }
 //! ```
 
+pub mod applications;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -56,6 +57,7 @@ pub mod metrics;
 pub mod openapi;
 mod server;
 pub mod service;
+pub mod settings;
 pub mod state;
 
 use axum::Router;
@@ -66,10 +68,12 @@ use axum::routing::get;
 use http::{HeaderValue, header};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
+pub use auth::introspection::install_tls_provider;
 pub use config::ConfigError;
 pub use error::ApiError;
 pub use server::{ServeOptions, serve};
-pub use state::{AppState, SERVICE_BATCH_SIZE, Settings};
+pub use settings::{SERVICE_BATCH_SIZE, Settings};
+pub use state::AppState;
 
 /// The public API (see the crate documentation). Every route, the fallback included, is
 /// behind the authorization layer; only the routes in [`auth::PUBLIC_ROUTES`] opt out.
@@ -162,7 +166,7 @@ async fn healthz() -> impl IntoResponse {
 async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
-        metrics::render(&state),
+        state.metrics_text(),
     )
 }
 
@@ -172,15 +176,6 @@ async fn not_found() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
-}
-
-/// Makes rustls use the ring crypto provider, unless the process chose one already. Called
-/// by the introspection client; an embedder or test that builds its own reqwest client
-/// before that must call it first.
-pub fn install_tls_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
 }
 
 #[cfg(test)]

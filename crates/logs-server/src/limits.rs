@@ -21,11 +21,10 @@ use http::{HeaderMap, Version, header};
 use crate::auth::TokenHash;
 use crate::error::ApiError;
 use crate::log::PeerAddr;
-use crate::state::AppState;
+use crate::settings::Settings;
 
 /// The request-head middleware: size limits (414, 431) and the Host rules of HTTP/1.1 (400).
-pub async fn check_request_size(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let settings = state.settings();
+pub async fn check_request_size(State(settings): State<Settings>, request: Request, next: Next) -> Response {
     let target = request.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if target > settings.max_url_bytes {
         return ApiError::UriTooLong { max: settings.max_url_bytes }.into_response();

@@ -8,8 +8,6 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::state::AppState;
-
 /// How an export ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -134,9 +132,31 @@ impl Drop for RunningExport {
     }
 }
 
+/// What the token sources report, for [`render`] (see `Authenticator::figures`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenSourceFigures {
+    pub tokens_file: Option<TokensFileFigures>,
+    pub introspection: Option<IntrospectionFigures>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokensFileFigures {
+    pub loaded: u64,
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntrospectionFigures {
+    pub active: u64,
+    pub inactive: u64,
+    pub errors: u64,
+    pub cache_hits: u64,
+    pub cache_entries: u64,
+}
+
 /// The Prometheus text exposition of every counter.
-pub fn render(state: &AppState) -> String {
-    let m = state.metrics();
+pub fn render(m: &Metrics, sources: &TokenSourceFigures) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -199,21 +219,16 @@ pub fn render(state: &AppState) -> String {
         &plain(e.buffered_peak),
     );
 
-    if let Some(store) = state.auth().tokens() {
-        let (ok, failed) = store.reload_counts();
-        family(
-            "logs_tokens_loaded",
-            "gauge",
-            "Tokens in the tokens set in use.",
-            &plain(store.current().len() as u64),
-        );
-        let reloads = [(String::from("{result=\"ok\"}"), ok), (String::from("{result=\"error\"}"), failed)];
+    if let Some(t) = sources.tokens_file {
+        family("logs_tokens_loaded", "gauge", "Tokens in the tokens set in use.", &plain(t.loaded));
+        let reloads = [
+            (String::from("{result=\"ok\"}"), t.reloads_ok),
+            (String::from("{result=\"error\"}"), t.reloads_failed),
+        ];
         family("logs_tokens_reloads_total", "counter", "Reloads of the tokens file, by result.", &reloads);
     }
-    if let Some(introspector) = state.auth().introspection() {
-        let c = introspector.counters();
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let results = [("active", get(&c.active)), ("inactive", get(&c.inactive)), ("error", get(&c.errors))]
+    if let Some(i) = sources.introspection {
+        let results = [("active", i.active), ("inactive", i.inactive), ("error", i.errors)]
             .map(|(result, n)| (format!("{{result=\"{result}\"}}"), n));
         family(
             "logs_introspection_requests_total",
@@ -225,13 +240,13 @@ pub fn render(state: &AppState) -> String {
             "logs_introspection_cache_hits_total",
             "counter",
             "Tokens answered from the cache.",
-            &plain(get(&c.cache_hits)),
+            &plain(i.cache_hits),
         );
         family(
             "logs_introspection_cache_entries",
             "gauge",
             "Tokens in the cache now.",
-            &plain(introspector.cached() as u64),
+            &plain(i.cache_entries),
         );
     }
     out

@@ -19,7 +19,7 @@ use tokio::time::Sleep;
 use tower::ServiceExt;
 
 use crate::log::PeerAddr;
-use crate::state::Settings;
+use crate::settings::Settings;
 
 /// Connection-level settings of [`serve`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,86 +1,16 @@
 //! What every handler shares: the engine, the token sources, limits, counters.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use axum::extract::FromRef;
 use logs_core::Engine;
-use logs_format::JsonIntegers;
 
+use crate::applications::ApplicationDirectory;
 use crate::auth::Authenticator;
 use crate::config::ConfigError;
 use crate::limits::ExportLimiter;
-use crate::management::ApplicationDirectory;
 use crate::metrics::Metrics;
-
-/// Rows per Arrow batch for an engine that serves several exports at once (`logs serve`'s
-/// `--batch-size`): set [`logs_core::EngineConfig::batch_size`] to it. Every running export
-/// holds a few batches of its wide texts, so the batch size multiplies with `max_exports`.
-/// Measured on 2 cores with 8 wide CSV exports at once (1.34 GB each): the server peaked at
-/// 375–386 MiB instead of 783–792 MiB with the engine's default 8 192, in the same time; one
-/// export alone, 87–97 instead of 136–152 MiB, also in the same time (docs/decisions.md).
-pub const SERVICE_BATCH_SIZE: usize = 2048;
-
-/// Limits and tunables of the HTTP API. `Default` gives safe values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    /// Exports running at once, in all (more: 503 with `Retry-After`).
-    pub max_exports: usize,
-    /// Exports running at once with one token (more: 429 with `Retry-After`).
-    pub max_exports_per_token: usize,
-    /// The longest request target (path and query) in bytes (longer: 414).
-    pub max_url_bytes: usize,
-    /// The most bytes of request headers, counted as `name: value\r\n` (more: 431).
-    pub max_header_bytes: usize,
-    /// The longest wait for an export's first rows (longer: 503 `timeout`).
-    pub first_byte_timeout: Duration,
-    /// Chunks of about 512 KiB (one encoded slice each) that an export may encode ahead of its
-    /// connection.
-    pub chunk_queue: usize,
-    /// The `Retry-After` of 429 and 503 answers about limits.
-    pub retry_after: Duration,
-    /// gzip level, 1 (fastest) to 9 (smallest).
-    pub gzip_level: u32,
-    /// How JSON exports write integers: quoted strings (the default, as the original API does:
-    /// exact for readers that parse numbers as doubles) or numbers.
-    pub json_integers: JsonIntegers,
-}
-
-impl Default for Settings {
-    /// 8 exports at once, 2 per token; 8 KiB target, 16 KiB headers; 60 s to the first byte;
-    /// 4 chunks queued; `Retry-After: 5`; gzip level 1; JSON integers as strings.
-    fn default() -> Settings {
-        Settings {
-            max_exports: 8,
-            max_exports_per_token: 2,
-            max_url_bytes: 8 * 1024,
-            max_header_bytes: 16 * 1024,
-            first_byte_timeout: Duration::from_secs(60),
-            chunk_queue: 4,
-            retry_after: Duration::from_secs(5),
-            gzip_level: 1,
-            json_integers: JsonIntegers::default(),
-        }
-    }
-}
-
-impl Settings {
-    /// Names the first setting that cannot work.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let checks = [
-            (self.max_exports >= 1, "max_exports must be at least 1"),
-            (self.max_exports_per_token >= 1, "max_exports_per_token must be at least 1"),
-            (self.max_url_bytes >= 256, "max_url_bytes must be at least 256"),
-            (self.max_header_bytes >= 1024, "max_header_bytes must be at least 1024"),
-            (!self.first_byte_timeout.is_zero(), "first_byte_timeout must be above zero"),
-            (self.chunk_queue >= 1, "chunk_queue must be at least 1"),
-            ((1..=9).contains(&self.gzip_level), "gzip_level must be from 1 to 9"),
-        ];
-        match checks.into_iter().find(|(ok, _)| !ok) {
-            Some((_, message)) => Err(ConfigError::Invalid(message.to_owned())),
-            None => Ok(()),
-        }
-    }
-}
+pub use crate::settings::{SERVICE_BATCH_SIZE, Settings};
 
 /// The shared state of [`crate::app`]. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -139,5 +69,31 @@ impl AppState {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics
+    }
+
+    /// The Prometheus text of the admin API's `/metrics`.
+    pub fn metrics_text(&self) -> String {
+        crate::metrics::render(&self.inner.metrics, &self.inner.auth.figures())
+    }
+}
+
+// The parts of the state that the middlewares take (`State<Authenticator>`, …): they need not
+// know the whole state, and the state's module stays the only one that knows them all.
+
+impl FromRef<AppState> for Authenticator {
+    fn from_ref(state: &AppState) -> Authenticator {
+        state.inner.auth.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Metrics> {
+    fn from_ref(state: &AppState) -> Arc<Metrics> {
+        Arc::clone(&state.inner.metrics)
+    }
+}
+
+impl FromRef<AppState> for Settings {
+    fn from_ref(state: &AppState) -> Settings {
+        state.inner.settings.clone()
     }
 }

@@ -94,7 +94,7 @@ async fn unreadable_files_are_503_before_the_first_byte_or_skipped_and_counted()
         assert!(expected.len() > 10_000);
         assert!(body == expected, "{format}: not the complete export of the readable files");
     }
-    let metrics = logs_server::metrics::render(&state);
+    let metrics = state.metrics_text();
     assert!(metrics.contains(&format!("logs_export_skipped_files_total {}", 2 * bad.len())), "{metrics}");
 }
 

@@ -57,7 +57,7 @@ impl Fixture {
         assert_eq!(answer.status, 200);
         let metrics = self.server.state.metrics();
         let server_errors: u64 = (500..600).map(|s| metrics.requests_with_status(s)).sum();
-        assert_eq!(server_errors, 0, "{}", logs_server::metrics::render(&self.server.state));
+        assert_eq!(server_errors, 0, "{}", self.server.state.metrics_text());
         self.server.stop().await;
     }
 }

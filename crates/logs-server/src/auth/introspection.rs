@@ -209,7 +209,7 @@ impl Introspector {
                 )));
             }
         }
-        crate::install_tls_provider();
+        install_tls_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeout)
             .timeout(config.timeout)
@@ -431,6 +431,15 @@ impl Cache {
             }
         }
         self.entries.insert(hash, (verdict, until));
+    }
+}
+
+/// Makes rustls use the ring crypto provider, unless the process chose one already. Called
+/// by the introspection client; an embedder or test that builds its own reqwest client
+/// before that must call it first.
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, AuthProblem};
 use crate::log::RequestLog;
-use crate::state::AppState;
+use crate::metrics::{IntrospectionFigures, Metrics, TokenSourceFigures, TokensFileFigures};
 
 pub use introspection::{IntrospectionConfig, Introspector};
 pub use tokens_file::{TokenSet, TokenStore};
@@ -40,8 +40,7 @@ pub const WRITE_SCOPE: &str = "service:write";
 /// routes added later and the fallback.
 pub const PUBLIC_ROUTES: [&str; 1] = ["/healthz"];
 
-/// Query parameters that carry tokens in other OAuth deployments; never accepted here.
-pub const TOKEN_PARAMETERS: [&str; 3] = ["oauth_token", "access_token", "token"];
+pub use crate::log::TOKEN_PARAMETERS;
 
 /// The SHA-256 of an access token: the only form in which tokens are kept or compared.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,13 +137,34 @@ impl<S: Send + Sync> FromRequestParts<S> for WriteAccess {
 
 /// The token sources, asked in order: the tokens file (or the generated token), then the
 /// identity provider.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Authenticator {
     tokens: Option<Arc<TokenStore>>,
     introspection: Option<Arc<Introspector>>,
 }
 
 impl Authenticator {
+    /// What the token sources report, for the metrics.
+    pub fn figures(&self) -> TokenSourceFigures {
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        TokenSourceFigures {
+            tokens_file: self.tokens.as_ref().map(|store| {
+                let (reloads_ok, reloads_failed) = store.reload_counts();
+                TokensFileFigures { loaded: store.current().len() as u64, reloads_ok, reloads_failed }
+            }),
+            introspection: self.introspection.as_ref().map(|introspector| {
+                let c = introspector.counters();
+                IntrospectionFigures {
+                    active: get(&c.active),
+                    inactive: get(&c.inactive),
+                    errors: get(&c.errors),
+                    cache_hits: get(&c.cache_hits),
+                    cache_entries: introspector.cached() as u64,
+                }
+            }),
+        }
+    }
+
     pub fn new(tokens: Option<Arc<TokenStore>>, introspection: Option<Arc<Introspector>>) -> Authenticator {
         Authenticator { tokens, introspection }
     }
@@ -174,9 +194,14 @@ impl Authenticator {
 }
 
 /// The authorization middleware (see the module documentation).
-pub async fn require_token(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(auth): State<Authenticator>,
+    State(metrics): State<Arc<Metrics>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if let Some(parameter) = token_in_query(request.uri().query()) {
-        state.metrics().auth_failure("token_in_query");
+        metrics.auth_failure("token_in_query");
         return ApiError::Unauthenticated(AuthProblem::InQuery(parameter)).into_response();
     }
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
@@ -186,7 +211,7 @@ pub async fn require_token(State(state): State<AppState>, mut request: Request, 
     let token = match token_from_headers(request.headers()) {
         Ok(token) => token,
         Err(problem) => {
-            state.metrics().auth_failure(match problem {
+            metrics.auth_failure(match problem {
                 AuthProblem::Missing => "missing",
                 _ => "malformed",
             });
@@ -194,10 +219,10 @@ pub async fn require_token(State(state): State<AppState>, mut request: Request, 
         }
     };
     let hash = TokenHash::of(&token);
-    let principal = match state.auth().authenticate_hashed(&token, hash).await {
+    let principal = match auth.authenticate_hashed(&token, hash).await {
         Ok(principal) => principal,
         Err(e) => {
-            state.metrics().auth_failure(match &e {
+            metrics.auth_failure(match &e {
                 ApiError::Unauthenticated(AuthProblem::Expired) => "expired",
                 ApiError::Unauthenticated(_) => "invalid",
                 _ => "provider_unavailable",
