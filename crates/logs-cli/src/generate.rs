@@ -52,7 +52,9 @@ pub struct GenerateArgs {
     /// (then error_timestamp), service_device_id (then error_timestamp) or none.
     #[arg(long)]
     sort_by: Option<SortKey>,
-    /// Compression: mixed (the default: zstd:1 for `error` and `error_json`, lz4 for the rest), none, snappy, lz4, zstd or zstd:LEVEL.
+    /// Compression: mixed (the default: zstd:1 for `error` and `error_json`, lz4 for the time
+    /// columns, `device_ipv6`, `ios_ifa` and `profile_id`, none for the rest), none, snappy, lz4,
+    /// zstd or zstd:LEVEL.
     #[arg(long)]
     compression: Option<Codec>,
 }

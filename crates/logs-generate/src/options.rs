@@ -232,7 +232,8 @@ pub struct GenerateOptions {
 impl GenerateOptions {
     /// The defaults: 100 000 rows, apps `1001:80,1002:15,1003:5`, 30 days from 2026-10-01,
     /// seed 1, row groups of 131 072 rows, files of at most 1 048 576 rows, one thread per
-    /// core, 3% late rows, sorted by `error_id` then `error_timestamp`, ZSTD level 1.
+    /// core, 3% late rows, sorted by `error_id` then `error_timestamp`, [`Codec::Mixed`]
+    /// compression.
     pub fn new(out: impl Into<PathBuf>) -> Self {
         GenerateOptions {
             out: out.into(),
