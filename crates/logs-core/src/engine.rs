@@ -29,10 +29,15 @@ use crate::storage::{
     DatasetLocation, FileSelection, RequestCounts, Requests, S3Options, ScanProgress, Scope, Storage,
 };
 
+/// The fewest parallel streams of a query over an object store when the configuration leaves
+/// it to the engine.
+const REMOTE_MIN_PARTITIONS: usize = 4;
+
 /// Settings of an [`Engine`]. `Default` gives settings fit for a laptop and for a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// Parallel streams a query may use; 0 means one per CPU core.
+    /// Parallel streams a query may use; 0 means one per CPU core over a local folder, and
+    /// twice that (at least 4) over an object store, whose scans mostly wait for responses.
     pub target_partitions: usize,
     /// Rows per Arrow batch. Each running export holds a few batches: a service running
     /// several exports at once does better with fewer rows (`logs_server::SERVICE_BATCH_SIZE`,
@@ -147,16 +152,6 @@ impl Engine {
         if config.max_limit == Some(0) {
             return Err(Error::Config { setting: "max_limit", message: "must be at least 1".into() });
         }
-        let partitions = match config.target_partitions {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
-        let mut session =
-            SessionConfig::new().with_target_partitions(partitions).with_batch_size(config.batch_size);
-        let parquet = &mut session.options_mut().execution.parquet;
-        parquet.pushdown_filters = config.pushdown_filters;
-        parquet.reorder_filters = config.pushdown_filters;
-        let parquet_options = TableParquetOptions { global: parquet.clone(), ..Default::default() };
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_limit(config.memory_limit, 1.0)
             .with_metadata_cache_limit(config.metadata_cache_limit)
@@ -165,6 +160,20 @@ impl Engine {
         if let Some(store) = storage.object_store() {
             runtime.register_object_store(storage.url().as_ref(), store);
         }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let partitions = match config.target_partitions {
+            // Over an object store a scan mostly waits for responses: twice as many files in
+            // flight as cores keep the cores busy.
+            0 if !storage.is_local() => (2 * cores).max(REMOTE_MIN_PARTITIONS),
+            0 => cores,
+            n => n,
+        };
+        let mut session =
+            SessionConfig::new().with_target_partitions(partitions).with_batch_size(config.batch_size);
+        let parquet = &mut session.options_mut().execution.parquet;
+        parquet.pushdown_filters = config.pushdown_filters;
+        parquet.reorder_filters = config.pushdown_filters;
+        let parquet_options = TableParquetOptions { global: parquet.clone(), ..Default::default() };
         Ok(Engine {
             storage,
             ctx: SessionContext::new_with_config_rt(session, runtime),

@@ -124,6 +124,11 @@ impl ObjectFile {
         &self.meta
     }
 
+    /// Whether reads go to an object store (each a request) rather than a local file.
+    pub(crate) fn is_remote(&self) -> bool {
+        matches!(self.source, Source::Store(_))
+    }
+
     pub(crate) fn bytes_read(&self) -> u64 {
         self.read.load(Ordering::Relaxed)
     }

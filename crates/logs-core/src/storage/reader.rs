@@ -159,30 +159,51 @@ impl ScanReader {
     /// needs.
     async fn read_ranges(&mut self, ranges: &[Range<u64>]) -> ParquetResult<Vec<Bytes>> {
         let dictionaries = self.dictionary_ranges(ranges);
-        let wanted: Vec<Range<u64>> =
-            (0..ranges.len()).filter(|i| !dictionaries.contains_key(i)).map(|i| ranges[i].clone()).collect();
+        // Over an object store every request costs a round trip, and a dictionary page sits
+        // right before its chunk's data pages: it is fetched in the same GET, and only its
+        // decoding is saved. From a local file, a dictionary page nothing needs is not read.
+        let with_dictionaries = self.object.is_remote();
+        let first: Vec<usize> =
+            (0..ranges.len()).filter(|i| with_dictionaries || !dictionaries.contains_key(i)).collect();
+        let mut out = vec![Bytes::new(); ranges.len()];
+        self.fetch_into(ranges, &first, &mut out).await?;
+        let mut dictionaries: Vec<(usize, Range<u64>)> = dictionaries.into_iter().collect();
+        dictionaries.sort_by_key(|(i, _)| *i);
+        let mut needed = Vec::new();
+        for (i, data_pages) in dictionaries {
+            let unused = only_plain_pages(ranges, &out, &data_pages);
+            match unused.then(|| empty_dictionary_page(ranges[i].end - ranges[i].start)).flatten() {
+                Some(page) => {
+                    self.dictionaries_skipped.add(1);
+                    out[i] = page;
+                }
+                None if with_dictionaries => {}
+                None => needed.push(i),
+            }
+        }
+        // The dictionaries still needed, in one more call.
+        self.fetch_into(ranges, &needed, &mut out).await?;
+        Ok(out)
+    }
+
+    /// Reads the ranges of `ranges` at `indices` into the same places of `out`, in one call.
+    async fn fetch_into(
+        &mut self,
+        ranges: &[Range<u64>],
+        indices: &[usize],
+        out: &mut [Bytes],
+    ) -> ParquetResult<()> {
+        if indices.is_empty() {
+            return Ok(());
+        }
+        let wanted: Vec<Range<u64>> = indices.iter().map(|&i| ranges[i].clone()).collect();
         let before = self.object.bytes_read();
         let fetched = self.object.get_ranges(&wanted).await.map_err(external)?;
         self.scanned(self.object.bytes_read() - before);
-        let mut fetched = fetched.into_iter();
-        let mut out: Vec<Bytes> = (0..ranges.len())
-            .map(|i| {
-                if dictionaries.contains_key(&i) { Bytes::new() } else { fetched.next().unwrap_or_default() }
-            })
-            .collect();
-        let mut dictionaries: Vec<(usize, Range<u64>)> = dictionaries.into_iter().collect();
-        dictionaries.sort_by_key(|(i, _)| *i);
-        for (i, data_pages) in dictionaries {
-            let unused = only_plain_pages(ranges, &out, &data_pages);
-            out[i] = match unused.then(|| empty_dictionary_page(ranges[i].end - ranges[i].start)).flatten() {
-                Some(page) => {
-                    self.dictionaries_skipped.add(1);
-                    page
-                }
-                None => self.read(ranges[i].clone()).await?,
-            };
+        for (&i, bytes) in indices.iter().zip(fetched) {
+            out[i] = bytes;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The requested ranges that are a column chunk's whole dictionary page, by index, each
@@ -294,6 +315,10 @@ mod tests {
 
     fn reader(path: &std::path::Path) -> ScanReader {
         let (object, _) = crate::storage::object::testing::local_file(path);
+        reader_of(object)
+    }
+
+    fn reader_of(object: ObjectFile) -> ScanReader {
         let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
         let metrics = ExecutionPlanMetricsSet::new();
         let metrics = ParquetFileMetrics::new(0, "f", &metrics);
@@ -424,6 +449,37 @@ mod tests {
             &blind.read_ranges(&[dictionary.clone(), last.clone()]).await.unwrap()[0][..],
             bytes(&dictionary)
         );
+    }
+
+    /// Over an object store the dictionary page comes in the same GET as the data pages after
+    /// it, and is still replaced by an empty one when no page needs it.
+    #[tokio::test]
+    async fn over_a_store_a_dictionary_page_costs_no_request_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let (_, footer) = dictionary_fallback_file(&path);
+        let content = std::fs::read(&path).unwrap();
+        let pages = footer.offset_index().unwrap()[0][0].page_locations();
+        let page = |i: usize| {
+            pages[i].offset as u64..(pages[i].offset + i64::from(pages[i].compressed_page_size)) as u64
+        };
+        let (first, last) = (page(0), page(pages.len() - 1));
+        let dictionary = footer.row_group(0).column(0).byte_range().0..first.start;
+        let (object, counts) = crate::storage::object::testing::stored_file(&path).await;
+        let mut reader = reader_of(object);
+        reader.footer = Some(Arc::clone(&footer));
+        let read = reader.read_ranges(&[dictionary.clone(), first.clone()]).await.unwrap();
+        assert_eq!(
+            &read[0][..],
+            &content[dictionary.start as usize..dictionary.end as usize],
+            "needed: real"
+        );
+        assert_eq!(counts.snapshot().gets, 1, "one GET for the dictionary and the page after it");
+        let read = reader.read_ranges(&[last.clone(), dictionary.clone()]).await.unwrap();
+        assert!(read[1].starts_with(&EMPTY_DICTIONARY_PAGE_HEADER), "not needed: replaced");
+        assert_eq!(&read[0][..], &content[last.start as usize..last.end as usize]);
+        assert_eq!(counts.snapshot().gets, 2, "and again one GET");
+        assert_eq!(reader.dictionaries_skipped.value(), 1);
     }
 
     #[tokio::test]
