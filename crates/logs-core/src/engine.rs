@@ -234,6 +234,7 @@ impl Engine {
             requests,
             progress,
             local: self.storage.is_local(),
+            ended: false,
         })
     }
 
@@ -270,6 +271,8 @@ pub struct ExportStream {
     requests: Arc<RequestCounts>,
     progress: Arc<ScanProgress>,
     local: bool,
+    /// The stream has given its last batch.
+    ended: bool,
 }
 
 impl std::fmt::Debug for ExportStream {
@@ -293,10 +296,13 @@ impl ExportStream {
     }
 
     /// How far the scan has got: bytes of the selected files covered so far (read, or passed
-    /// over as pruned in files finished), and their total. An estimate that ends at the total;
-    /// for progress bars.
+    /// over as pruned in files finished), and their total. An estimate for progress bars,
+    /// exactly the total once the stream has ended.
     pub fn progress(&self) -> (u64, u64) {
         let total: u64 = self.selection.files.iter().map(|f| f.object.size).sum();
+        if self.ended {
+            return (total, total);
+        }
         (self.progress.covered().min(total), total)
     }
 
@@ -382,6 +388,10 @@ impl Stream for ExportStream {
     type Item = Result<RecordBatch>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx).map(|item| item.map(|r| r.map_err(Error::from)))
+        let item = self.inner.as_mut().poll_next(cx);
+        if let Poll::Ready(None) = item {
+            self.ended = true;
+        }
+        item.map(|item| item.map(|r| r.map_err(Error::from)))
     }
 }

@@ -40,8 +40,9 @@ use crate::storage::object::{Backend, ObjectFile, RequestCounts};
 use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
 
 /// How far the scan of one export has got through its files' bytes: what it has read, plus,
-/// for each file it has finished, the bytes it did not need to read (pruned pages and row
-/// groups). An estimate for progress bars: it ends at the selected files' total.
+/// for each file whose pages it has finished reading, the bytes it did not need (pruned pages
+/// and row groups). An estimate for progress bars, at most the selected files' total (files
+/// pruned whole by bloom filters are counted only when the export ends).
 #[derive(Debug, Default)]
 pub struct ScanProgress {
     read: AtomicU64,
@@ -117,6 +118,7 @@ impl ParquetFileReaderFactory for ScanReaders {
             dictionary_pages: None,
             metadata_cache: Arc::clone(&self.metadata_cache),
             progress: Arc::clone(&self.progress),
+            read_pages: false,
         }))
     }
 }
@@ -136,6 +138,10 @@ pub(crate) struct ScanReader {
     dictionary_pages: Option<HashMap<u64, Range<u64>>>,
     metadata_cache: Arc<FileMetadataCache>,
     progress: Arc<ScanProgress>,
+    /// Whether this reader read pages (DataFusion opens a file through one reader for its
+    /// footer and bloom filters and another for its pages): only then does its end finish the
+    /// file for [`ScanProgress`].
+    read_pages: bool,
 }
 
 fn external(e: crate::error::Error) -> ParquetError {
@@ -158,6 +164,7 @@ impl ScanReader {
     /// Reads `ranges`, replacing each dictionary page none of the data pages asked for with it
     /// needs.
     async fn read_ranges(&mut self, ranges: &[Range<u64>]) -> ParquetResult<Vec<Bytes>> {
+        self.read_pages = true;
         let dictionaries = self.dictionary_ranges(ranges);
         // Over an object store every request costs a round trip, and a dictionary page sits
         // right before its chunk's data pages: it is fetched in the same GET, and only its
@@ -299,7 +306,13 @@ impl AsyncFileReader for ScanReader {
 
 impl Drop for ScanReader {
     fn drop(&mut self) {
-        self.progress.finished(&self.object.meta().location, self.object.size(), self.object.bytes_read());
+        if self.read_pages {
+            self.progress.finished(
+                &self.object.meta().location,
+                self.object.size(),
+                self.object.bytes_read(),
+            );
+        }
         let ratio = &self.metrics.scan_efficiency_ratio;
         ratio.add_part(self.metrics.bytes_scanned.value());
         ratio.set_total(self.object.size() as usize);
@@ -330,6 +343,7 @@ mod tests {
             dictionary_pages: None,
             metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
             progress: Arc::default(),
+            read_pages: false,
         }
     }
 
@@ -412,21 +426,35 @@ mod tests {
         (values, Arc::new(footer))
     }
 
-    #[tokio::test]
-    async fn a_dictionary_page_that_only_plain_pages_follow_is_replaced_by_an_empty_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        let (_, footer) = dictionary_fallback_file(&path);
-        let content = std::fs::read(&path).unwrap();
+    /// The byte ranges of the one column chunk of [`dictionary_fallback_file`].
+    struct Chunk {
+        dictionary: Range<u64>,
+        /// Its first data page (dictionary-encoded) and its last (plain).
+        first: Range<u64>,
+        last: Range<u64>,
+    }
+
+    /// Writes [`dictionary_fallback_file`] at `path`: its footer, its bytes and its chunk.
+    fn chunk_of_dictionary_fallback_file(path: &std::path::Path) -> (Arc<ParquetMetaData>, Vec<u8>, Chunk) {
+        let (_, footer) = dictionary_fallback_file(path);
+        let content = std::fs::read(path).unwrap();
         let pages = footer.offset_index().unwrap()[0][0].page_locations();
         let page = |i: usize| {
             pages[i].offset as u64..(pages[i].offset + i64::from(pages[i].compressed_page_size)) as u64
         };
-        let bytes = |r: &Range<u64>| &content[r.start as usize..r.end as usize];
         let (first, last) = (page(0), page(pages.len() - 1));
+        let dictionary = footer.row_group(0).column(0).byte_range().0..first.start;
+        (footer.clone(), content, Chunk { dictionary, first, last })
+    }
+
+    #[tokio::test]
+    async fn a_dictionary_page_that_only_plain_pages_follow_is_replaced_by_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let (footer, content, Chunk { dictionary, first, last }) = chunk_of_dictionary_fallback_file(&path);
+        let bytes = |r: &Range<u64>| &content[r.start as usize..r.end as usize];
         assert_eq!(dictionary_encoded(bytes(&first)), Some(true));
         assert_eq!(dictionary_encoded(bytes(&last)), Some(false));
-        let dictionary = footer.row_group(0).column(0).byte_range().0..first.start;
         assert!(dictionary.end - dictionary.start > 200, "a real dictionary page");
 
         let mut blind = reader(&path);
@@ -457,14 +485,7 @@ mod tests {
     async fn over_a_store_a_dictionary_page_costs_no_request_of_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.parquet");
-        let (_, footer) = dictionary_fallback_file(&path);
-        let content = std::fs::read(&path).unwrap();
-        let pages = footer.offset_index().unwrap()[0][0].page_locations();
-        let page = |i: usize| {
-            pages[i].offset as u64..(pages[i].offset + i64::from(pages[i].compressed_page_size)) as u64
-        };
-        let (first, last) = (page(0), page(pages.len() - 1));
-        let dictionary = footer.row_group(0).column(0).byte_range().0..first.start;
+        let (footer, content, Chunk { dictionary, first, last }) = chunk_of_dictionary_fallback_file(&path);
         let (object, counts) = crate::storage::object::testing::stored_file(&path).await;
         let mut reader = reader_of(object);
         reader.footer = Some(Arc::clone(&footer));
