@@ -12,8 +12,11 @@
 //!
 //! The footers of the files kept are completed with their page index (or an offset index
 //! rebuilt from their page headers, `page_headers.rs`) and cached (`footer.rs`): the scan
-//! then reads no footer a second time, and later exports of the same files none at all.
+//! then reads no footer a second time, and later exports of the same files none at all. Over
+//! a store, the bytes a footer was read with (the object's last 512 KiB) go to the scan too,
+//! up to [`KEPT_FOR_SCAN`] per export.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
@@ -23,19 +26,23 @@ use datafusion::parquet::basic::{ConvertedType, LogicalType};
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::parquet::file::statistics::Statistics;
 use futures::StreamExt;
-use object_store::ObjectMeta;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectMeta, ObjectStore};
 
 use crate::error::{Error, Result};
 use crate::request::{DateDimension, TimeRange};
 use crate::schema::{Field, FieldType};
 use crate::storage::footer;
-use crate::storage::object::{self, Backend, ObjectFile, RequestCounts};
+use crate::storage::object::{self, Backend, ObjectFile, Prefetched, RequestCounts};
 use crate::storage::{Scope, Storage, local};
 
 /// How many footers are read at once.
 const FOOTER_READS_IN_FLIGHT: usize = 16;
 /// How many date folders are listed at once.
 const LISTINGS_IN_FLIGHT: usize = 8;
+/// Bytes read with the footers that one export keeps for its scan, at most: beyond, the scan
+/// fetches them again.
+const KEPT_FOR_SCAN: u64 = 32 * 1024 * 1024;
 
 /// A file an export reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +57,8 @@ pub struct SelectedFile {
     /// The footer's statistics prove that every row of the file is inside the export's time
     /// range (no nulls, minimum and maximum inside it).
     pub all_in_range: bool,
+    /// Bytes of the file read with its footer that the scan will need (`footer::kept_for_scan`).
+    pub(crate) prefetched: Prefetched,
 }
 
 /// A file an export could not read and, as asked by `skip_unavailable_shards`, left out.
@@ -133,7 +142,7 @@ impl Storage {
                     .await
                     .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))?
             }
-            Backend::Store { store, prefix, url } => {
+            Backend::Store { store, prefix, url, .. } => {
                 let prefix = segments.iter().fold(prefix.clone(), |path, s| path.join(*s));
                 let result = store.list_with_delimiter(Some(&prefix)).await.map_err(|e| Error::Storage {
                     path: Some(format!("{url}/{prefix}")),
@@ -187,16 +196,7 @@ impl Storage {
         }
         selection.date_folders_pruned = selection.date_folders - dates.len();
 
-        let folders: Vec<Option<Listing>> = futures::stream::iter(dates)
-            .map(|(_, folder)| {
-                let (app, counts) = (&app, &counts);
-                async move { self.list(&[app, &folder], counts).await }
-            })
-            .buffered(LISTINGS_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<_>>()?;
+        let folders = self.list_date_folders(&app, &dates, counts).await?;
         let objects: Vec<Listed> = folders
             .into_iter()
             .flatten()
@@ -216,9 +216,16 @@ impl Storage {
             .await
             .into_iter()
             .collect::<Result<_>>()?;
+        let mut kept = 0;
         for check in checks {
             match check {
-                FooterCheck::Keep(file) => selection.files.push(file),
+                FooterCheck::Keep(mut file) => {
+                    kept += file.prefetched.len();
+                    if kept > KEPT_FOR_SCAN {
+                        file.prefetched = Prefetched::default();
+                    }
+                    selection.files.push(file)
+                }
                 FooterCheck::Pruned => selection.files_pruned_by_statistics += 1,
                 FooterCheck::Unreadable(file) if scope.skip_unavailable => selection.skipped.push(file),
                 FooterCheck::Unreadable(file) => {
@@ -227,6 +234,49 @@ impl Storage {
             }
         }
         Ok(selection)
+    }
+
+    /// The listings of the date folders `dates` (ascending) of the folder `app`.
+    ///
+    /// From a local folder, and for folders named otherwise than `date=YYYY-MM-DD`, one
+    /// listing per folder. Over a store, the canonically named ones come from one listing of
+    /// the keys after the first of them, which takes one request per 1 000 keys instead of one
+    /// per folder; over S3, which lists in key order, it stops after the last folder's keys.
+    async fn list_date_folders(
+        &self,
+        app: &str,
+        dates: &[(NaiveDate, String)],
+        counts: &Arc<RequestCounts>,
+    ) -> Result<Vec<Option<Listing>>> {
+        let canonical =
+            |(date, name): &(NaiveDate, String)| *name == format!("date={}", date.format("%Y-%m-%d"));
+        let at_once: Vec<&String> = dates.iter().filter(|d| canonical(d)).map(|(_, name)| name).collect();
+        let mut listed = match self.backend() {
+            Backend::Store { store, prefix, url, sorted_listing } if at_once.len() > 1 => {
+                let app_prefix = prefix.clone().join(app);
+                counts.listed();
+                list_keys_of_folders(store.as_ref(), &app_prefix, &at_once, *sorted_listing, url).await?
+            }
+            _ => HashMap::new(),
+        };
+        let listings: Vec<_> = dates
+            .iter()
+            .map(|(_, folder)| {
+                let found = listed.remove(folder.as_str());
+                async move {
+                    match found {
+                        Some(listing) => Ok((!listing.objects.is_empty()).then_some(listing)),
+                        None => self.list(&[app, folder], counts).await,
+                    }
+                }
+            })
+            .collect();
+        futures::stream::iter(listings)
+            .buffered(LISTINGS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// [`Storage::check_footer`], for a local file on the blocking pool: its reads are
@@ -251,13 +301,13 @@ impl Storage {
         }
     }
 
-    async fn check_footer(&self, file: ObjectFile, column: &str, range: TimeRange) -> FooterCheck {
+    async fn check_footer(&self, mut file: ObjectFile, column: &str, range: TimeRange) -> FooterCheck {
         let cache = self.metadata_cache();
         let cached = footer::cached(cache, file.meta());
         let read = async {
             let footer = match &cached {
                 Some(footer) => Arc::clone(footer),
-                None => Arc::new(footer::read(&file).await?),
+                None => Arc::new(footer::read(&mut file).await?),
             };
             // Checked on every export, cached footer or not: the checks are cheap.
             check_types(&footer)?;
@@ -266,8 +316,11 @@ impl Storage {
             if rows == 0 || overlap == RangeOverlap::None {
                 return Ok(None);
             }
+            let mut prefetched = Prefetched::default();
             if cached.is_none() {
-                footer::remember(cache, file.meta(), footer::complete(&file, &footer).await?);
+                let completed = footer::complete(&file, &footer).await?;
+                prefetched = footer::kept_for_scan(&file);
+                footer::remember(cache, file.meta(), completed);
             }
             let row_groups = footer.num_row_groups();
             let all_in_range = overlap == RangeOverlap::All;
@@ -277,6 +330,7 @@ impl Storage {
                 rows,
                 row_groups,
                 all_in_range,
+                prefetched,
             }))
         };
         match read.await {
@@ -285,6 +339,47 @@ impl Storage {
             Ok(Some(selected)) => FooterCheck::Keep(selected),
         }
     }
+}
+
+/// The objects directly inside each of `folders` (names of folders below `app_prefix`,
+/// ascending), from one listing of the keys after the first folder's name. With
+/// `sorted_listing`, the listing stops at the first key past the last folder.
+async fn list_keys_of_folders<'a>(
+    store: &dyn ObjectStore,
+    app_prefix: &ObjectPath,
+    folders: &[&'a String],
+    sorted_listing: bool,
+    url: &str,
+) -> Result<HashMap<&'a str, Listing>> {
+    let mut listings: HashMap<&str, Listing> =
+        folders.iter().map(|name| (name.as_str(), Listing::default())).collect();
+    let (Some(first), Some(last)) = (folders.first(), folders.last()) else { return Ok(listings) };
+    let offset = app_prefix.clone().join(first.as_str());
+    // Every key of the last folder starts with this; in key order, none after them does.
+    let last_keys = format!("{}/", app_prefix.clone().join(last.as_str()));
+    let error = |e: object_store::Error| Error::Storage {
+        path: Some(format!("{url}/{app_prefix}")),
+        message: object::describe(&e),
+    };
+    let mut keys = store.list_with_offset(Some(app_prefix), &offset);
+    while let Some(meta) = keys.next().await {
+        let meta = meta.map_err(error)?;
+        let key = meta.location.as_ref();
+        if sorted_listing && key > last_keys.as_str() && !key.starts_with(&last_keys) {
+            break;
+        }
+        let Some(parts) = meta.location.prefix_match(app_prefix) else { continue };
+        let parts: Vec<_> = parts.collect();
+        // Only objects directly inside a folder asked for.
+        let [folder, file_name] = parts.as_slice() else { continue };
+        let Some(listing) = listings.get_mut(folder.as_ref()) else { continue };
+        let name = Arc::from(format!("{url}/{}", meta.location));
+        listing.objects.push(Listed { file_name: file_name.as_ref().to_owned(), name, meta });
+    }
+    for listing in listings.values_mut() {
+        listing.sort();
+    }
+    Ok(listings)
 }
 
 /// The `date=YYYY-MM-DD` folders of an application's listing, ascending, with their names.

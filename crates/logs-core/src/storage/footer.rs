@@ -15,20 +15,31 @@ use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, Parq
 use object_store::ObjectMeta;
 
 use crate::error::Error;
-use crate::storage::object::ObjectFile;
+use crate::storage::object::{ObjectFile, Prefetched};
 use crate::storage::page_headers;
 
-/// Bytes read from the end of an object at first: footers of the dataset's files fit, so one
-/// request usually reads the footer.
-const FOOTER_PREFETCH: usize = 64 * 1024;
+/// Bytes read from the end of a local file at first: the footers of the dataset's files fit.
+const LOCAL_TAIL: u64 = 64 * 1024;
+/// Bytes read from the end of an object in a store at first. A request costs a round trip and
+/// a few hundred KiB more cost little: the footer, page index and bloom filters of the
+/// dataset's files usually fit, and a small file comes whole.
+const STORE_TAIL: u64 = 512 * 1024;
 
-/// The footer of `file`, without its page index.
-pub(crate) async fn read(file: &ObjectFile) -> Result<ParquetMetaData, String> {
-    ParquetMetaDataReader::new()
-        .with_prefetch_hint(Some(FOOTER_PREFETCH))
-        .load_and_finish(file, file.size())
-        .await
-        .map_err(reason)
+/// The footer of `file`, without its page index. The end of the file is fetched first, in one
+/// request, and `file` holds it: reading the page index and bloom filters from it later makes
+/// no request.
+pub(crate) async fn read(file: &mut ObjectFile) -> Result<ParquetMetaData, String> {
+    let tail = if file.is_remote() { STORE_TAIL } else { LOCAL_TAIL };
+    file.prefetch_tail(tail).await.map_err(|e| reason(ParquetError::External(Box::new(e))))?;
+    ParquetMetaDataReader::new().load_and_finish(&*file, file.size()).await.map_err(reason)
+}
+
+/// What the scan should keep of the bytes `file` holds since [`read`]: over a store, all of
+/// them (the page index, bloom filters and last pages, or the whole of a small object), each
+/// of which the scan would otherwise fetch in a request of its own; nothing of a local file,
+/// whose reads cost little.
+pub(crate) fn kept_for_scan(file: &ObjectFile) -> Prefetched {
+    if file.is_remote() { file.prefetched().clone() } else { Prefetched::default() }
 }
 
 /// `footer` with the page index of `file`, or, for a file written without one, an offset index

@@ -103,7 +103,13 @@ impl Storage {
             DatasetLocation::S3 { bucket, .. } => {
                 let (store, prefix) = location.object_store(s3)?.expect("an S3 location has a store");
                 let url = ObjectStoreUrl::parse(format!("s3://{bucket}"))?;
-                Ok(Storage::from_store(store, prefix, url, location.to_string(), metadata_cache))
+                let mut storage =
+                    Storage::from_store(store, prefix, url, location.to_string(), metadata_cache);
+                if let Backend::Store { sorted_listing, .. } = &mut storage.backend {
+                    // S3 lists keys in UTF-8 binary order.
+                    *sorted_listing = true;
+                }
+                Ok(storage)
             }
         }
     }
@@ -118,7 +124,8 @@ impl Storage {
         metadata_cache: Arc<FileMetadataCache>,
     ) -> Storage {
         let name = url.as_str().trim_end_matches('/').to_owned();
-        Storage { location, backend: Backend::Store { store, prefix, url: name }, url, metadata_cache }
+        let backend = Backend::Store { store, prefix, url: name, sorted_listing: false };
+        Storage { location, backend, url, metadata_cache }
     }
 
     /// The location, as given (a local folder canonical).
@@ -161,7 +168,7 @@ impl Storage {
                     Err(e) => Err(local_error(&path, e)),
                 }
             }
-            Backend::Store { store, prefix, url } => {
+            Backend::Store { store, prefix, url, .. } => {
                 let location = prefix.clone().join(name);
                 let error = |e: object_store::Error| Error::Storage {
                     path: Some(format!("{url}/{location}")),

@@ -2,7 +2,9 @@
 //! still the one selected, merges close ranges and counts what it fetches.
 //!
 //! Footers come from the file-metadata cache, where the catalog put them (`footer.rs`); the
-//! scan reads a footer itself only for a file whose completed footer was not cached.
+//! scan reads a footer itself only for a file whose completed footer was not cached. Over a
+//! store, each reader starts with the bytes the catalog read with the file's footer (its end,
+//! or all of a small file): reads inside them make no request.
 //!
 //! A dictionary page nothing will use is not read. A column chunk's dictionary page comes
 //! before its data pages, and the Parquet reader decompresses and decodes it before any of
@@ -105,7 +107,8 @@ impl ParquetFileReaderFactory for ScanReaders {
             Arc::from(selected.name.as_str()),
             selected.object.clone(),
             Arc::clone(&self.counts),
-        );
+        )
+        .with_prefetched(selected.prefetched.clone());
         let dictionaries_skipped = MetricBuilder::new(metrics)
             .with_new_label("filename", file.path().to_string())
             .counter("dictionary_pages_not_read", partition_index);
