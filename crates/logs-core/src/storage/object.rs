@@ -99,28 +99,26 @@ pub(crate) struct ObjectFile {
     prefetched: Prefetched,
 }
 
-/// Byte ranges of one object held in memory, fetched earlier while the object was the one
-/// listed (so they need no new check): the end of the object the footer was read from, or
-/// what the catalog kept of it for the scan.
+/// Bytes of one object held in memory, fetched earlier while the object was the one listed
+/// (so they need no new check): its end, read with the footer (all of it, for a small object).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Prefetched {
-    /// By offset in the object, not overlapping.
-    ranges: Vec<(u64, Bytes)>,
+    /// Where `bytes` start in the object.
+    start: u64,
+    bytes: Bytes,
 }
 
 impl Prefetched {
-    /// The bytes of `range`, if one held range holds all of it.
+    /// The bytes of `range`, if all of it is held.
     fn get(&self, range: &Range<u64>) -> Option<Bytes> {
-        self.ranges.iter().find_map(|(start, bytes)| {
-            let end = start + bytes.len() as u64;
-            (*start <= range.start && range.end <= end)
-                .then(|| bytes.slice((range.start - start) as usize..(range.end - start) as usize))
-        })
+        let end = self.start + self.bytes.len() as u64;
+        (!self.bytes.is_empty() && self.start <= range.start && range.end <= end)
+            .then(|| self.bytes.slice((range.start - self.start) as usize..(range.end - self.start) as usize))
     }
 
     /// Bytes held.
     pub(crate) fn len(&self) -> u64 {
-        self.ranges.iter().map(|(_, bytes)| bytes.len() as u64).sum()
+        self.bytes.len() as u64
     }
 }
 
@@ -156,7 +154,7 @@ impl ObjectFile {
     pub(crate) async fn prefetch_tail(&mut self, len: u64) -> Result<()> {
         let start = self.meta.size.saturating_sub(len);
         let bytes = self.get(start..self.meta.size).await?;
-        self.prefetched = Prefetched { ranges: vec![(start, bytes)] };
+        self.prefetched = Prefetched { start, bytes };
         Ok(())
     }
 
