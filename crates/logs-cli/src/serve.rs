@@ -211,7 +211,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
     };
     let tokens = match &args.tokens {
         Some(path) => Tokens::File { path: path.clone(), reload_interval: args.tokens_reload_interval },
-        None if introspection.is_some() => Tokens::None,
+        // A token is generated only without introspection (`Service::build` decides).
         None => Tokens::Generated,
     };
     Ok(ServiceConfig {

@@ -169,7 +169,7 @@ async fn a_store_that_fails_is_a_clear_error_before_the_first_byte_and_an_abort_
     env.push(("AWS_ENDPOINT_URL", proxy.endpoint()));
     let bucket = OsStr::new("s3://logs/data");
 
-    // The CLI: a missing bucket, then a store answering 503 to everything.
+    // The CLI: a missing bucket (a store failing for good takes the same path: exit 1, named).
     let missing = export(OsStr::new("s3://no-such-bucket/data"), TARGETS[0], &[], &env);
     assert_eq!(missing.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&missing.stderr);

@@ -299,7 +299,7 @@ impl ExportStream {
     /// over as pruned in files finished), and their total. An estimate for progress bars,
     /// exactly the total once the stream has ended.
     pub fn progress(&self) -> (u64, u64) {
-        let total: u64 = self.selection.files.iter().map(|f| f.object.size).sum();
+        let total = self.selection.bytes();
         if self.ended {
             return (total, total);
         }

@@ -102,7 +102,8 @@ async fn an_object_deleted_or_replaced_during_an_export_fails_it_naming_the_key(
     assert!(matches!(&error, Error::Storage { path: Some(p), .. } if *p == name), "{error:?}");
     assert!(error.to_string().contains("replaced after the export selected it"), "{error}");
 
-    // Put back as it was: a new object (new ETag); the next export reads it afresh, whole.
+    // Put back as it was: the same bytes (and ETag), but a new modification time; the next
+    // export reads it afresh, whole.
     store.put(&key, PutPayload::from(original)).await.unwrap();
     let (rows, error) = run_interrupted(&engine, WEEK, || async {}).await;
     assert!(error.is_none(), "{error:?}");

@@ -464,8 +464,9 @@ async fn aliases_and_absent_fields_are_named_and_typed_as_declared() {
     assert!(absent_rows.iter().all(|row| row == &vec![None]));
 }
 
-/// The scan's progress starts below the selected files' total and ends exactly at it, for a
-/// full scan and for a filtered one that reads only a few pages.
+/// The scan's progress starts below the selected files' total, moves while rows arrive (never
+/// backwards, never past the total) and ends exactly at it, for a full scan and for a
+/// filtered one that reads only a few pages.
 #[tokio::test]
 async fn progress_ends_at_the_selected_files_total() {
     let dir = generate(6000, 7);
@@ -479,11 +480,14 @@ async fn progress_ends_at_the_selected_files_total() {
         let sizes: u64 = export.selection().files.iter().map(|f| f.object.size).sum();
         assert_eq!(total, sizes, "{query}");
         assert!(total > 0 && covered < total, "{query}: {covered} of {total} before any row");
+        let mut last = covered;
         while let Some(batch) = export.next().await {
             batch.unwrap();
             let (now, _) = export.progress();
-            assert!(now <= total, "{query}");
+            assert!(last <= now && now <= total, "{query}: {last}, then {now} of {total}");
+            last = now;
         }
+        assert!(last > covered, "{query}: no progress while the rows came ({last} of {total})");
         assert_eq!(export.progress(), (total, total), "{query}");
     }
 }

@@ -93,8 +93,8 @@ impl ServiceConfig {
 /// Where tokens come from (besides introspection).
 #[derive(Debug)]
 pub enum Tokens {
-    /// A tokens file (TOML), reloaded when it changes (looked at every `reload_interval`) and on
-    /// [`Service::reload_tokens`].
+    /// A tokens file (TOML), reloaded when it changes (looked at every `reload_interval`) and
+    /// through [`Service::tokens_file`] (`logs serve` does on SIGHUP, [`reload_on_sighup`]).
     File { path: PathBuf, reload_interval: Duration },
     /// A fixed set, as built by the embedder.
     Fixed(TokenSet),
@@ -242,18 +242,6 @@ impl Service {
     /// The token generated for this run ([`Tokens::Generated`] without introspection).
     pub fn generated_token(&self) -> Option<&str> {
         self.generated_token.as_deref()
-    }
-
-    /// Reloads the tokens file now (as on SIGHUP); `false` when there is none.
-    pub fn reload_tokens(&self) -> bool {
-        match &self.tokens_file {
-            Some((store, _)) => {
-                let outcome = store.reload(true);
-                tracing::info!(?outcome, "reloaded the tokens file");
-                true
-            }
-            None => false,
-        }
     }
 
     /// The tokens file's store, for reloads from elsewhere (a signal handler).

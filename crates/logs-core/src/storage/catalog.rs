@@ -89,6 +89,11 @@ impl FileSelection {
         self.files.iter().map(|f| f.rows).sum()
     }
 
+    /// The selected files' size, in all.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.object.size).sum()
+    }
+
     pub fn row_groups(&self) -> usize {
         self.files.iter().map(|f| f.row_groups).sum()
     }
@@ -206,24 +211,20 @@ impl Storage {
         selection.candidate_files = objects.len();
 
         let column = scope.dimension.timestamp_field().name();
-        let checks: Vec<FooterCheck> = futures::stream::iter(objects)
+        let checks: Vec<_> = objects
+            .into_iter()
             .map(|object| {
                 let file = ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts));
                 self.check_footer_off_the_worker(file, column, scope.range)
             })
-            .buffered(FOOTER_READS_IN_FLIGHT)
-            .collect::<Vec<Result<FooterCheck>>>()
-            .await
-            .into_iter()
-            .collect::<Result<_>>()?;
-        let mut kept = 0;
-        for check in checks {
-            match check {
+            .collect();
+        let mut checks = futures::stream::iter(checks).buffered(FOOTER_READS_IN_FLIGHT);
+        // Applied as the footers come in, so that what is held stays within it.
+        let mut budget = ScanBudget { left: KEPT_FOR_SCAN };
+        while let Some(check) = checks.next().await {
+            match check? {
                 FooterCheck::Keep(mut file) => {
-                    kept += file.prefetched.len();
-                    if kept > KEPT_FOR_SCAN {
-                        file.prefetched = Prefetched::default();
-                    }
+                    file.prefetched = budget.keep(std::mem::take(&mut file.prefetched));
                     selection.files.push(file)
                 }
                 FooterCheck::Pruned => selection.files_pruned_by_statistics += 1,
@@ -337,6 +338,24 @@ impl Storage {
             Err(reason) => FooterCheck::Unreadable(SkippedFile { name: file.name().to_owned(), reason }),
             Ok(None) => FooterCheck::Pruned,
             Ok(Some(selected)) => FooterCheck::Keep(selected),
+        }
+    }
+}
+
+/// What one export's scan may keep, in all, of the bytes read with its footers.
+struct ScanBudget {
+    left: u64,
+}
+
+impl ScanBudget {
+    /// `prefetched` if it fits in what is left (which it then uses up), or else nothing.
+    fn keep(&mut self, prefetched: Prefetched) -> Prefetched {
+        match self.left.checked_sub(prefetched.len()) {
+            Some(left) => {
+                self.left = left;
+                prefetched
+            }
+            None => Prefetched::default(),
         }
     }
 }
@@ -539,6 +558,19 @@ fn range_overlap(meta: &ParquetMetaData, column: &str, range: TimeRange) -> Rang
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bytes_kept_for_the_scan_stay_within_the_budget() {
+        let kept = |sizes: &[usize]| -> Vec<u64> {
+            let mut budget = ScanBudget { left: 1000 };
+            sizes
+                .iter()
+                .map(|&n| budget.keep(Prefetched::new(0, bytes::Bytes::from(vec![0u8; n]))).len())
+                .collect()
+        };
+        assert_eq!(kept(&[400, 500, 100, 50]), [400, 500, 100, 0]);
+        assert_eq!(kept(&[400, 700, 100]), [400, 0, 100]);
+    }
 
     #[test]
     fn data_file_names() {

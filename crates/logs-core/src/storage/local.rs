@@ -26,7 +26,8 @@ pub(crate) fn etag(meta: &Metadata) -> String {
     format!("{:x}-{:x}-{:x}", meta.ino(), mtime.as_micros(), meta.len())
 }
 
-fn storage(path: &Path, e: std::io::Error) -> Error {
+/// The storage error of a failed file operation on `path`.
+pub(crate) fn storage(path: &Path, e: std::io::Error) -> Error {
     Error::Storage { path: Some(path.display().to_string()), message: e.to_string() }
 }
 

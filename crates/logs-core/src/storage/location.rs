@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use percent_encoding::percent_decode_str;
 
 use crate::error::{Error, Result};
@@ -212,7 +212,13 @@ const RETRY_DEADLINE: Duration = Duration::from_secs(30);
 
 impl S3Options {
     fn builder(&self) -> AmazonS3Builder {
-        let mut builder = AmazonS3Builder::from_env().with_retry(RetryConfig {
+        self.builder_over(AmazonS3Builder::from_env())
+    }
+
+    /// These options over `base` (the standard `AWS_*` variables): every setting `base` has
+    /// and these do not name stays, the client's (`AWS_PROXY_URL`, `AWS_TIMEOUT`, …) included.
+    fn builder_over(&self, base: AmazonS3Builder) -> AmazonS3Builder {
+        let mut builder = base.with_retry(RetryConfig {
             backoff: BackoffConfig::default(),
             max_retries: MAX_RETRIES,
             retry_timeout: RETRY_DEADLINE,
@@ -234,28 +240,47 @@ impl S3Options {
         if let Some(addressing) = self.addressing {
             builder = builder.with_virtual_hosted_style_request(addressing == Addressing::VirtualHosted);
         }
-        let mut client = ClientOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(Duration::from_secs(60));
-        if let Some(allow) = self.allow_http.or_else(allow_http_from_env) {
-            client = client.with_allow_http(allow);
+        if let Some(allow) = self.allow_http {
+            builder = builder.with_allow_http(allow);
         }
-        builder.with_client_options(client)
+        // Timeouts are object_store's (5 s to connect, 30 s per request) unless the environment
+        // sets them (`AWS_CONNECT_TIMEOUT`, `AWS_TIMEOUT`).
+        builder
     }
-}
-
-/// `AWS_ALLOW_HTTP`, which `with_client_options` would otherwise replace.
-fn allow_http_from_env() -> Option<bool> {
-    let value = std::env::var("AWS_ALLOW_HTTP").ok()?;
-    Some(matches!(value.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
 #[cfg(test)]
 mod tests {
+    use object_store::ClientConfigKey;
+    use object_store::aws::AmazonS3ConfigKey;
+
     use super::*;
 
     fn s3(bucket: &str, prefix: &str) -> DatasetLocation {
         DatasetLocation::S3 { bucket: bucket.into(), prefix: prefix.into() }
+    }
+
+    /// The client settings of the environment survive ours: a proxy, a timeout and
+    /// `AWS_ALLOW_HTTP` stay, and a flag overrides the variable.
+    #[test]
+    fn client_settings_from_the_environment_are_kept() {
+        let client = |key| AmazonS3ConfigKey::Client(key);
+        let env = || {
+            AmazonS3Builder::new()
+                .with_config(client(ClientConfigKey::ProxyUrl), "http://proxy.internal:3128")
+                .with_config(client(ClientConfigKey::Timeout), "7s")
+                .with_config(client(ClientConfigKey::AllowHttp), "true")
+        };
+        let built = S3Options::default().builder_over(env());
+        let value = |key| built.get_config_value(&client(key));
+        assert_eq!(value(ClientConfigKey::ProxyUrl).as_deref(), Some("http://proxy.internal:3128"));
+        assert_eq!(value(ClientConfigKey::Timeout).as_deref(), Some("7s"));
+        assert_eq!(value(ClientConfigKey::ConnectTimeout).as_deref(), Some("5s"));
+        assert_eq!(value(ClientConfigKey::AllowHttp).as_deref(), Some("true"));
+        let refused = S3Options { allow_http: Some(false), ..Default::default() }.builder_over(env());
+        assert_eq!(refused.get_config_value(&client(ClientConfigKey::AllowHttp)).as_deref(), Some("false"));
+        let defaults = S3Options::default().builder_over(AmazonS3Builder::new());
+        assert_eq!(defaults.get_config_value(&client(ClientConfigKey::Timeout)).as_deref(), Some("30s"));
     }
 
     #[test]

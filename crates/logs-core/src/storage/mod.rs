@@ -25,7 +25,6 @@ mod page_headers;
 mod reader;
 mod table;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -83,8 +82,8 @@ impl Storage {
         match location {
             DatasetLocation::Local(path) => {
                 // Canonical: the scan names files by object-store paths, which may hold no `..`.
-                let root = std::fs::canonicalize(path).map_err(|e| local_error(path, e))?;
-                let meta = std::fs::metadata(&root).map_err(|e| local_error(&root, e))?;
+                let root = std::fs::canonicalize(path).map_err(|e| local::storage(path, e))?;
+                let meta = std::fs::metadata(&root).map_err(|e| local::storage(&root, e))?;
                 if !meta.is_dir() {
                     return Err(Error::Storage {
                         path: Some(root.display().to_string()),
@@ -103,13 +102,10 @@ impl Storage {
             DatasetLocation::S3 { bucket, .. } => {
                 let (store, prefix) = location.object_store(s3)?.expect("an S3 location has a store");
                 let url = ObjectStoreUrl::parse(format!("s3://{bucket}"))?;
-                let mut storage =
-                    Storage::from_store(store, prefix, url, location.to_string(), metadata_cache);
-                if let Backend::Store { sorted_listing, .. } = &mut storage.backend {
-                    // S3 lists keys in UTF-8 binary order.
-                    *sorted_listing = true;
-                }
-                Ok(storage)
+                // S3 lists keys in UTF-8 binary order.
+                let backend =
+                    Backend::Store { store, prefix, url: format!("s3://{bucket}"), sorted_listing: true };
+                Ok(Storage { location: location.to_string(), backend, url, metadata_cache })
             }
         }
     }
@@ -165,7 +161,7 @@ impl Storage {
                 match read {
                     Ok(bytes) => Ok(Some(Bytes::from(bytes))),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(local_error(&path, e)),
+                    Err(e) => Err(local::storage(&path, e)),
                 }
             }
             Backend::Store { store, prefix, url, .. } => {
@@ -210,8 +206,4 @@ impl Storage {
     pub fn is_local(&self) -> bool {
         matches!(self.backend, Backend::Local { .. })
     }
-}
-
-fn local_error(path: &std::path::Path, e: std::io::Error) -> Error {
-    Error::Storage { path: Some(PathBuf::from(path).display().to_string()), message: e.to_string() }
 }

@@ -109,6 +109,11 @@ pub(crate) struct Prefetched {
 }
 
 impl Prefetched {
+    /// `bytes`, found at `start` in the object.
+    pub(crate) fn new(start: u64, bytes: Bytes) -> Prefetched {
+        Prefetched { start, bytes }
+    }
+
     /// The bytes of `range`, if all of it is held.
     fn get(&self, range: &Range<u64>) -> Option<Bytes> {
         let end = self.start + self.bytes.len() as u64;
@@ -154,7 +159,7 @@ impl ObjectFile {
     pub(crate) async fn prefetch_tail(&mut self, len: u64) -> Result<()> {
         let start = self.meta.size.saturating_sub(len);
         let bytes = self.get(start..self.meta.size).await?;
-        self.prefetched = Prefetched { start, bytes };
+        self.prefetched = Prefetched::new(start, bytes);
         Ok(())
     }
 
