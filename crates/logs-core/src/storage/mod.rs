@@ -22,6 +22,7 @@ mod local;
 mod location;
 mod object;
 mod page_headers;
+mod read_ahead;
 mod reader;
 mod table;
 

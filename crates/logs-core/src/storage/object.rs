@@ -251,6 +251,11 @@ impl ObjectFile {
         Ok(out.into_iter().map(|bytes| bytes.expect("every range is held or fetched")).collect())
     }
 
+    /// Whether the bytes of `range` are held in memory: reading them makes no request.
+    pub(crate) fn holds(&self, range: &Range<u64>) -> bool {
+        range.start == range.end || self.prefetched.get(range).is_some()
+    }
+
     /// The bytes of `range` if they are held in memory (an empty range always is).
     fn get_held(&self, range: &Range<u64>) -> Option<Bytes> {
         if range.start == range.end && range.end <= self.meta.size {

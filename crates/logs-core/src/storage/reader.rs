@@ -4,7 +4,8 @@
 //! Footers come from the file-metadata cache, where the catalog put them (`footer.rs`); the
 //! scan reads a footer itself only for a file whose completed footer was not cached. Over a
 //! store, each reader starts with the bytes the catalog read with the file's footer (its end,
-//! or all of a small file): reads inside them make no request.
+//! or all of a small file): reads inside them make no request, and the first read of a row
+//! group's pages brings those its later reads will need (`read_ahead.rs`).
 //!
 //! A dictionary page nothing will use is not read. A column chunk's dictionary page comes
 //! before its data pages, and the Parquet reader decompresses and decodes it before any of
@@ -40,6 +41,7 @@ use crate::storage::catalog::SelectedFile;
 use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
 use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
+use crate::storage::read_ahead::{READ_AHEAD_LIMIT, ReadAhead};
 
 /// How far the scan of one export has got through its files' bytes: what it has read, plus,
 /// for each file whose pages it has finished reading, the bytes it did not need (pruned pages
@@ -67,14 +69,17 @@ impl ScanProgress {
 }
 
 /// Makes a [`ScanReader`] for each file the scan of one export opens.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ScanReaders {
     backend: Backend,
     /// The export's files, by location: what the catalog selected.
-    files: HashMap<ObjectPath, SelectedFile>,
+    files: Arc<HashMap<ObjectPath, SelectedFile>>,
     metadata_cache: Arc<FileMetadataCache>,
     counts: Arc<RequestCounts>,
     progress: Arc<ScanProgress>,
+    /// The columns the scan reads, once known: over a store, their pages are read ahead
+    /// (`read_ahead.rs`).
+    columns: Option<Arc<HashSet<String>>>,
 }
 
 impl ScanReaders {
@@ -85,8 +90,13 @@ impl ScanReaders {
         counts: Arc<RequestCounts>,
         progress: Arc<ScanProgress>,
     ) -> ScanReaders {
-        let files = files.iter().map(|f| (f.object.location.clone(), f.clone())).collect();
-        ScanReaders { backend, files, metadata_cache, counts, progress }
+        let files = Arc::new(files.iter().map(|f| (f.object.location.clone(), f.clone())).collect());
+        ScanReaders { backend, files, metadata_cache, counts, progress, columns: None }
+    }
+
+    /// These readers, for a scan that reads the columns named in `columns`.
+    pub(crate) fn reading(&self, columns: HashSet<String>) -> ScanReaders {
+        ScanReaders { columns: Some(Arc::new(columns)), ..self.clone() }
     }
 }
 
@@ -109,16 +119,24 @@ impl ParquetFileReaderFactory for ScanReaders {
             Arc::clone(&self.counts),
         )
         .with_prefetched(selected.prefetched.clone());
+        // A local file's reads cost no round trip: nothing is read ahead.
+        let columns = self.columns.clone().filter(|_| object.is_remote());
         let dictionaries_skipped = MetricBuilder::new(metrics)
             .with_new_label("filename", file.path().to_string())
             .counter("dictionary_pages_not_read", partition_index);
+        let pages_read_ahead = MetricBuilder::new(metrics)
+            .with_new_label("filename", file.path().to_string())
+            .counter("pages_read_ahead", partition_index);
         let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
         Ok(Box::new(ScanReader {
             object,
             metrics,
             dictionaries_skipped,
+            pages_read_ahead,
             footer: None,
             dictionary_pages: None,
+            columns,
+            read_ahead: None,
             metadata_cache: Arc::clone(&self.metadata_cache),
             progress: Arc::clone(&self.progress),
             read_pages: false,
@@ -133,12 +151,18 @@ pub(crate) struct ScanReader {
     metrics: ParquetFileMetrics,
     /// Dictionary pages replaced by an empty one (see the module documentation).
     dictionaries_skipped: Count,
+    /// Pages fetched ahead of the step that reads them (`read_ahead.rs`).
+    pages_read_ahead: Count,
     /// The footer the scan got from [`AsyncFileReader::get_metadata`].
     footer: Option<Arc<ParquetMetaData>>,
     /// By the offset of each dictionary page in the file: where the chunk's data pages start
     /// and where the chunk ends. Built from `footer`, or from the cached footer, on the first
     /// read of several ranges.
     dictionary_pages: Option<HashMap<u64, Range<u64>>>,
+    /// The columns the scan reads, if their pages are to be read ahead.
+    columns: Option<Arc<HashSet<String>>>,
+    /// Built from the footer and `columns` on the first read of several ranges.
+    read_ahead: Option<ReadAhead>,
     metadata_cache: Arc<FileMetadataCache>,
     progress: Arc<ScanProgress>,
     /// Whether this reader read pages (DataFusion opens a file through one reader for its
@@ -203,29 +227,58 @@ impl ScanReader {
         indices: &[usize],
         out: &mut [Bytes],
     ) -> ParquetResult<()> {
-        if indices.is_empty() {
+        let mut wanted = Vec::with_capacity(indices.len());
+        let mut slots = Vec::with_capacity(indices.len());
+        for &i in indices {
+            match self.read_ahead.as_ref().and_then(|ahead| ahead.get(&ranges[i])) {
+                Some(bytes) => out[i] = bytes,
+                None => {
+                    wanted.push(ranges[i].clone());
+                    slots.push(i);
+                }
+            }
+        }
+        if wanted.is_empty() {
             return Ok(());
         }
-        let wanted: Vec<Range<u64>> = indices.iter().map(|&i| ranges[i].clone()).collect();
+        // Only a read that makes a request brings pages ahead, and only pages not in memory.
+        let ahead = match self.read_ahead.as_mut() {
+            Some(read_ahead) if wanted.iter().any(|r| !self.object.holds(r)) => {
+                let planned = read_ahead.plan(&wanted);
+                planned.into_iter().filter(|r| !self.object.holds(r)).collect()
+            }
+            _ => Vec::new(),
+        };
+        let asked = wanted.len();
+        self.pages_read_ahead.add(ahead.len());
+        wanted.extend(ahead.iter().cloned());
         let before = self.object.bytes_read();
-        let fetched = self.object.get_ranges(&wanted).await.map_err(external)?;
+        let mut fetched = self.object.get_ranges(&wanted).await.map_err(external)?;
         self.scanned(self.object.bytes_read() - before);
-        for (&i, bytes) in indices.iter().zip(fetched) {
+        let fetched_ahead = fetched.split_off(asked);
+        if let Some(read_ahead) = self.read_ahead.as_mut() {
+            read_ahead.hold(&ahead, fetched_ahead);
+        }
+        for (i, bytes) in slots.into_iter().zip(fetched) {
             out[i] = bytes;
         }
         Ok(())
+    }
+
+    /// The footer of the file: the one the scan asked this reader for, or the cached one (the
+    /// scan may read a file through another reader than the one it asked for the footer).
+    fn footer(&self) -> Option<Arc<ParquetMetaData>> {
+        self.footer.clone().or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()))
     }
 
     /// The requested ranges that are a column chunk's whole dictionary page, by index, each
     /// with the range of the chunk's data pages.
     fn dictionary_ranges(&mut self, ranges: &[Range<u64>]) -> HashMap<usize, Range<u64>> {
         if self.dictionary_pages.is_none() {
-            // The scan may read a file through another reader than the one it asked for the
-            // footer; the footer is then the one in the cache.
-            let footer = self
-                .footer
-                .clone()
-                .or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()));
+            let footer = self.footer();
+            if let (Some(footer), Some(columns)) = (&footer, &self.columns) {
+                self.read_ahead = ReadAhead::new(footer, columns, READ_AHEAD_LIMIT);
+            }
             self.dictionary_pages = footer.map(|footer| dictionary_pages(&footer));
         }
         let Some(pages) = &self.dictionary_pages else { return HashMap::new() };
@@ -301,6 +354,7 @@ impl AsyncFileReader for ScanReader {
             };
             self.footer = Some(Arc::clone(&footer));
             self.dictionary_pages = None;
+            self.read_ahead = None;
             Ok(footer)
         }
         .boxed()
@@ -324,8 +378,6 @@ impl Drop for ScanReader {
 
 #[cfg(test)]
 mod tests {
-    use std::fs::File;
-
     use super::*;
     use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 
@@ -342,8 +394,11 @@ mod tests {
             object,
             metrics,
             dictionaries_skipped: Count::new(),
+            pages_read_ahead: Count::new(),
             footer: None,
             dictionary_pages: None,
+            columns: None,
+            read_ahead: None,
             metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
             progress: Arc::default(),
             read_pages: false,
@@ -405,9 +460,7 @@ mod tests {
     /// Snappy, with an offset index. Returns the values and the footer.
     fn dictionary_fallback_file(path: &std::path::Path) -> (Vec<String>, Arc<ParquetMetaData>) {
         use datafusion::arrow::array::{RecordBatch, StringArray};
-        use datafusion::parquet::arrow::ArrowWriter;
         use datafusion::parquet::basic::Compression;
-        use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
         use datafusion::parquet::file::properties::WriterProperties;
         let values: Vec<String> = (0..4000).map(|i| format!("value {i:05} {}", "x".repeat(i % 50))).collect();
         let column = Arc::new(StringArray::from(values.clone()));
@@ -418,15 +471,7 @@ mod tests {
             .set_write_batch_size(100)
             .set_data_page_row_count_limit(100)
             .build();
-        let mut writer =
-            ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
-        let footer = ParquetMetaDataReader::new()
-            .with_page_index_policy(PageIndexPolicy::Required)
-            .parse_and_finish(&File::open(path).unwrap())
-            .unwrap();
-        (values, Arc::new(footer))
+        (values, crate::storage::read_ahead::tests::write(path, &batch, properties))
     }
 
     /// The byte ranges of the one column chunk of [`dictionary_fallback_file`].
@@ -558,5 +603,94 @@ mod tests {
             assert_eq!(got, expected);
             assert_eq!(skipped.value(), replaced);
         }
+    }
+}
+
+#[cfg(test)]
+mod read_ahead_tests {
+    use datafusion::arrow::array::{BooleanArray, Int64Array, RecordBatch};
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
+    use datafusion::parquet::arrow::ProjectionMask;
+    use datafusion::parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection, RowSelector};
+    use datafusion::parquet::file::metadata::PageIndexPolicy;
+    use futures::TryStreamExt;
+
+    use super::*;
+    use crate::storage::read_ahead::tests::{ROW_GROUP, file};
+
+    /// Reads rows with 250 <= id < 262 of each row group of the read-ahead test file from an
+    /// object store, as a filtered scan does: the page index keeps rows 200..300 of each row
+    /// group, the filter reads `id`, then the other columns are read for the rows that matched.
+    /// Returns the batches, the GETs made for pages and the pages read ahead.
+    async fn filtered_read(
+        path: &std::path::Path,
+        columns: Option<&[&str]>,
+    ) -> (Vec<RecordBatch>, u64, usize) {
+        let (object, counts) = crate::storage::object::testing::stored_file(path).await;
+        let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
+        let metrics = ExecutionPlanMetricsSet::new();
+        let reader = ScanReader {
+            object,
+            metrics: ParquetFileMetrics::new(0, "f", &metrics),
+            dictionaries_skipped: Count::new(),
+            pages_read_ahead: Count::new(),
+            footer: None,
+            dictionary_pages: None,
+            columns: columns.map(|c| Arc::new(c.iter().map(|c| c.to_string()).collect())),
+            read_ahead: None,
+            metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
+            progress: Arc::default(),
+            read_pages: false,
+        };
+        let read_ahead = reader.pages_read_ahead.clone();
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options).await.unwrap();
+        let (filtered, projected) = (
+            ProjectionMask::leaves(builder.parquet_schema(), [0]),
+            ProjectionMask::leaves(builder.parquet_schema(), [0, 1, 2]),
+        );
+        let filter = ArrowPredicateFn::new(filtered, |batch: RecordBatch| {
+            let id = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            Ok(id
+                .values()
+                .iter()
+                .map(|i| Some((250..262).contains(&(i % ROW_GROUP as i64))))
+                .collect::<BooleanArray>())
+        });
+        let selection: Vec<RowSelector> = (0..2)
+            .flat_map(|_| {
+                [RowSelector::skip(200), RowSelector::select(100), RowSelector::skip(ROW_GROUP - 300)]
+            })
+            .collect();
+        let before = counts.snapshot().gets;
+        let stream = builder
+            .with_projection(projected)
+            .with_row_selection(RowSelection::from(selection))
+            .with_row_filter(RowFilter::new(vec![Box::new(filter)]))
+            .build()
+            .unwrap();
+        let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+        (batches, counts.snapshot().gets - before, read_ahead.value())
+    }
+
+    #[tokio::test]
+    async fn over_a_store_a_filtered_read_makes_one_request_per_row_group_and_reads_the_same_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        file(&path);
+        let (expected, gets_without, none) = filtered_read(&path, None).await;
+        let (batches, gets, read_ahead) = filtered_read(&path, Some(&["id", "name", "text"])).await;
+        assert_eq!(batches, expected);
+        let ids: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
+            .collect();
+        assert_eq!(ids, (250..262).chain(1250..1262).collect::<Vec<_>>());
+        assert_eq!(none, 0);
+        assert!(read_ahead > 0);
+        // Without reading ahead: the `id` pages, then the other columns' pages, per row group.
+        assert_eq!(gets_without, 4);
+        assert_eq!(gets, 2, "one GET per row group");
     }
 }

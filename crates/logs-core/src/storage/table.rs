@@ -74,9 +74,14 @@ impl TableProvider for SelectedFiles {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let files = self.files.iter().map(|f| PartitionedFile::new_from_meta(f.object.clone())).collect();
         let groups = FileGroup::new(files).split_files(state.config().target_partitions().max(1));
+        let columns = match projection {
+            Some(indices) => indices.iter().map(|&i| self.schema.field(i).name().clone()).collect(),
+            None => self.schema.fields().iter().map(|field| field.name().clone()).collect(),
+        };
+        let readers = Arc::new(self.readers.reading(columns));
         let source = ParquetSource::new(TableSchema::from(self.schema.clone()))
             .with_table_parquet_options(self.options.clone())
-            .with_parquet_file_reader_factory(self.readers.clone());
+            .with_parquet_file_reader_factory(readers);
         let config = FileScanConfigBuilder::new(self.url.clone(), Arc::new(source))
             .with_file_groups(groups)
             .with_projection_indices(projection.cloned())?
