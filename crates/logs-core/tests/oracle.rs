@@ -201,8 +201,9 @@ async fn over_a_bucket_the_scan_reads_pages_ahead_and_exports_what_it_exports_ov
 }
 
 /// Runs `queries` random requests over the folder `root` and over `over_bucket` (a copy of it
-/// below `prefix`; both scans in one partition): the same rows in the same order, the oracle's rows, the same pruning, and
-/// no credential in `--explain`. Returns the pages the bucket's scans read ahead.
+/// below `prefix`; both scans in one partition): the same rows in the same order, the
+/// oracle's rows, the same pruning, and no credential in `--explain`. Returns the pages the
+/// bucket's scans read ahead.
 async fn bucket_agrees_with_folder(
     root: &std::path::Path,
     over_bucket: &logs_core::Engine,
