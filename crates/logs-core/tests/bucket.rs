@@ -288,3 +288,18 @@ async fn the_date_folders_in_range_are_listed_at_once_reading_what_a_local_folde
     // date=2026-10-3 by itself.
     assert_eq!(from_bucket.requests().lists, 3);
 }
+
+/// The application's folder and the keys of its date folders are listed at the same time, not
+/// one after the other. The range holds no date folder, so the export makes no other request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_application_folder_and_its_date_folders_keys_are_listed_at_once() {
+    let (_dir, server) = bucket_with_dataset();
+    let proxy = FaultProxy::start(server.addr(), Mode::Delay(Duration::from_millis(100)));
+    let engine = bucket_engine("s3://logs/data", &proxy.endpoint(), 1);
+    let query = "application_id=1001&date_since=2026-11-01&date_until=2026-11-03&fields=error_id";
+    let (rows, export) = export_rows(&engine, &request(query)).await;
+    assert!(rows.is_empty());
+    assert_eq!(export.selection().date_folders_pruned, 7, "the generated days are all outside the range");
+    assert_eq!(export.requests().lists, 2);
+    assert_eq!(proxy.most_at_once(), 2);
+}

@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,6 +39,10 @@ struct Shared {
     bytes_served: AtomicU64,
     /// Connections the proxy opened to the server.
     connections: AtomicU64,
+    /// Requests sent and not yet answered (a connection's request counts from its first chunk
+    /// to the first chunk of its answer), and the most there were at once.
+    waiting: AtomicU64,
+    most_waiting: AtomicU64,
     /// `TCP_NODELAY` on both sockets of every connection.
     nodelay: bool,
 }
@@ -64,6 +68,8 @@ impl FaultProxy {
             stopped: Default::default(),
             bytes_served: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
+            most_waiting: AtomicU64::new(0),
             nodelay,
         });
         let accepting = Arc::clone(&shared);
@@ -108,6 +114,12 @@ impl FaultProxy {
     pub fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::Relaxed)
     }
+
+    /// The most requests that waited for their answers at once so far: requests sent one after
+    /// the other's answer count 1.
+    pub fn most_at_once(&self) -> u64 {
+        self.shared.most_waiting.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -148,6 +160,9 @@ fn connection(mut client: TcpStream, upstream: SocketAddr, shared: &Arc<Shared>)
     let (Ok(mut client_reader), Ok(mut server_writer)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
+    // Whether this connection's request waits for its answer.
+    let waiting = Arc::new(AtomicBool::new(false));
+    let answered = Arc::clone(&waiting);
     // Server to client: unchanged, counted.
     let served = Arc::clone(shared);
     let back = std::thread::spawn(move || {
@@ -159,6 +174,9 @@ fn connection(mut client: TcpStream, upstream: SocketAddr, shared: &Arc<Shared>)
                 Ok(n) => n,
             };
             served.bytes_served.fetch_add(n as u64, Ordering::Relaxed);
+            if answered.swap(false, Ordering::SeqCst) {
+                served.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
             if client.write_all(&buffer[..n]).is_err() {
                 break;
             }
@@ -173,6 +191,10 @@ fn connection(mut client: TcpStream, upstream: SocketAddr, shared: &Arc<Shared>)
             Ok(n) => n,
         };
         shared.requests.fetch_add(1, Ordering::Relaxed);
+        if !waiting.swap(true, Ordering::SeqCst) {
+            let now = shared.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+            shared.most_waiting.fetch_max(now, Ordering::SeqCst);
+        }
         match next_action(shared) {
             Mode::Pass | Mode::FailFirst(_) => {}
             Mode::Delay(delay) => std::thread::sleep(delay),

@@ -192,16 +192,31 @@ impl Storage {
     pub async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
         let mut selection = FileSelection::default();
         let app = format!("application_id={}", scope.application_id);
-        let Some(listing) = self.list(&[&app], counts).await? else { return Ok(selection) };
+        let in_range = (scope.dimension == DateDimension::Default)
+            .then(|| (utc_date(scope.range.since), utc_date(scope.range.until)));
+        // Over a store, the keys of the date folders are listed while the application's
+        // folder is: neither waits for the other.
+        let (listing, keys) = match self.backend() {
+            Backend::Store { store, prefix, url, sorted_listing } => {
+                let app_prefix = prefix.clone().join(app.as_str());
+                counts.listed();
+                let keys =
+                    list_keys_of_date_folders(store.as_ref(), &app_prefix, in_range, *sorted_listing, url);
+                let segments = [app.as_str()];
+                let (listing, keys) = futures::join!(self.list(&segments, counts), keys);
+                (listing?, Some(keys?))
+            }
+            Backend::Local { .. } => (self.list(&[&app], counts).await?, None),
+        };
+        let Some(listing) = listing else { return Ok(selection) };
         let mut dates = date_folders(&listing);
         selection.date_folders = dates.len();
-        if scope.dimension == DateDimension::Default {
-            let (first, last) = (utc_date(scope.range.since), utc_date(scope.range.until));
+        if let Some((first, last)) = in_range {
             dates.retain(|(date, _)| (first..=last).contains(date));
         }
         selection.date_folders_pruned = selection.date_folders - dates.len();
 
-        let folders = self.list_date_folders(&app, &dates, counts).await?;
+        let folders = self.list_date_folders(&app, &dates, keys, counts).await?;
         let objects: Vec<Listed> = folders
             .into_iter()
             .flatten()
@@ -237,33 +252,22 @@ impl Storage {
         Ok(selection)
     }
 
-    /// The listings of the date folders `dates` (ascending) of the folder `app`.
-    ///
-    /// From a local folder, and for folders named otherwise than `date=YYYY-MM-DD`, one
-    /// listing per folder. Over a store, the canonically named ones come from one listing of
-    /// the keys after the first of them, which takes one request per 1 000 keys instead of one
-    /// per folder; over S3, which lists in key order, it stops after the last folder's keys.
+    /// The listings of the date folders `dates` (ascending) of the folder `app`: from `keys`
+    /// (over a store, the keys of every `date=YYYY-MM-DD` folder), or, from a local folder and
+    /// for folders named otherwise, one listing per folder.
     async fn list_date_folders(
         &self,
         app: &str,
         dates: &[(NaiveDate, String)],
+        keys: Option<HashMap<String, Listing>>,
         counts: &Arc<RequestCounts>,
     ) -> Result<Vec<Option<Listing>>> {
-        let canonical =
-            |(date, name): &(NaiveDate, String)| *name == format!("date={}", date.format("%Y-%m-%d"));
-        let at_once: Vec<&String> = dates.iter().filter(|d| canonical(d)).map(|(_, name)| name).collect();
-        let mut listed = match self.backend() {
-            Backend::Store { store, prefix, url, sorted_listing } if at_once.len() > 1 => {
-                let app_prefix = prefix.clone().join(app);
-                counts.listed();
-                list_keys_of_folders(store.as_ref(), &app_prefix, &at_once, *sorted_listing, url).await?
-            }
-            _ => HashMap::new(),
-        };
+        let mut keys = keys.unwrap_or_default();
         let listings: Vec<_> = dates
             .iter()
-            .map(|(_, folder)| {
-                let found = listed.remove(folder.as_str());
+            .map(|(date, folder)| {
+                let from_keys = !self.is_local() && *folder == canonical_name(*date);
+                let found = from_keys.then(|| keys.remove(folder.as_str()).unwrap_or_default());
                 async move {
                     match found {
                         Some(listing) => Ok((!listing.objects.is_empty()).then_some(listing)),
@@ -360,45 +364,68 @@ impl ScanBudget {
     }
 }
 
-/// The objects directly inside each of `folders` (names of folders below `app_prefix`,
-/// ascending), from one listing of the keys after the first folder's name. With
-/// `sorted_listing`, the listing stops at the first key past the last folder.
-async fn list_keys_of_folders<'a>(
+/// The objects directly inside each `date=YYYY-MM-DD` folder of the application's prefix
+/// `app_prefix` (with `in_range`, only the folders of those dates), by folder name: one listing
+/// of the keys from the first folder on, which takes one request per 1 000 keys instead of one
+/// per folder. With `sorted_listing` (S3 lists keys in order) it stops after the last folder's
+/// keys.
+async fn list_keys_of_date_folders(
     store: &dyn ObjectStore,
     app_prefix: &ObjectPath,
-    folders: &[&'a String],
+    in_range: Option<(NaiveDate, NaiveDate)>,
     sorted_listing: bool,
     url: &str,
-) -> Result<HashMap<&'a str, Listing>> {
-    let mut listings: HashMap<&str, Listing> =
-        folders.iter().map(|name| (name.as_str(), Listing::default())).collect();
-    let (Some(first), Some(last)) = (folders.first(), folders.last()) else { return Ok(listings) };
-    let offset = app_prefix.clone().join(first.as_str());
-    // Every key of the last folder starts with this; in key order, none after them does.
-    let last_keys = format!("{}/", app_prefix.clone().join(last.as_str()));
+) -> Result<HashMap<String, Listing>> {
     let error = |e: object_store::Error| Error::Storage {
         path: Some(format!("{url}/{app_prefix}")),
         message: object::describe(&e),
     };
-    let mut keys = store.list_with_offset(Some(app_prefix), &offset);
+    let mut keys = match in_range {
+        Some((first, _)) => {
+            store.list_with_offset(Some(app_prefix), &app_prefix.clone().join(canonical_name(first)))
+        }
+        None => store.list(Some(app_prefix)),
+    };
+    // Every key of the last folder starts with this; in key order, none after them does.
+    let last_keys = in_range.map(|(_, last)| format!("{}/", app_prefix.clone().join(canonical_name(last))));
+    let mut listings: HashMap<String, Listing> = HashMap::new();
     while let Some(meta) = keys.next().await {
         let meta = meta.map_err(error)?;
         let key = meta.location.as_ref();
-        if sorted_listing && key > last_keys.as_str() && !key.starts_with(&last_keys) {
+        if let Some(last_keys) = &last_keys
+            && sorted_listing
+            && key > last_keys.as_str()
+            && !key.starts_with(last_keys.as_str())
+        {
             break;
         }
         let Some(parts) = meta.location.prefix_match(app_prefix) else { continue };
         let parts: Vec<_> = parts.collect();
-        // Only objects directly inside a folder asked for.
+        // Only objects directly inside a date folder, of a date in range.
         let [folder, file_name] = parts.as_slice() else { continue };
-        let Some(listing) = listings.get_mut(folder.as_ref()) else { continue };
+        let Some(date) =
+            folder.as_ref().strip_prefix("date=").and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+        else {
+            continue;
+        };
+        if folder.as_ref() != canonical_name(date)
+            || in_range.is_some_and(|(first, last)| !(first..=last).contains(&date))
+        {
+            continue;
+        }
+        let (folder, file_name) = (folder.as_ref().to_owned(), file_name.as_ref().to_owned());
         let name = Arc::from(format!("{url}/{}", meta.location));
-        listing.objects.push(Listed { file_name: file_name.as_ref().to_owned(), name, meta });
+        listings.entry(folder).or_default().objects.push(Listed { file_name, name, meta });
     }
     for listing in listings.values_mut() {
         listing.sort();
     }
     Ok(listings)
+}
+
+/// The canonical name of the folder of `date`: `date=YYYY-MM-DD`.
+fn canonical_name(date: NaiveDate) -> String {
+    format!("date={}", date.format("%Y-%m-%d"))
 }
 
 /// The `date=YYYY-MM-DD` folders of an application's listing, ascending, with their names.
