@@ -262,12 +262,14 @@ impl Storage {
         keys: Option<HashMap<String, Listing>>,
         counts: &Arc<RequestCounts>,
     ) -> Result<Vec<Option<Listing>>> {
+        let from_keys = keys.is_some();
         let mut keys = keys.unwrap_or_default();
         let listings: Vec<_> = dates
             .iter()
             .map(|(date, folder)| {
-                let from_keys = !self.is_local() && *folder == canonical_name(*date);
-                let found = from_keys.then(|| keys.remove(folder.as_str()).unwrap_or_default());
+                let canonical = *folder == canonical_name(*date);
+                let found =
+                    (from_keys && canonical).then(|| keys.remove(folder.as_str()).unwrap_or_default());
                 async move {
                     match found {
                         Some(listing) => Ok((!listing.objects.is_empty()).then_some(listing)),
@@ -366,9 +368,9 @@ impl ScanBudget {
 
 /// The objects directly inside each `date=YYYY-MM-DD` folder of the application's prefix
 /// `app_prefix` (with `in_range`, only the folders of those dates), by folder name: one listing
-/// of the keys from the first folder on, which takes one request per 1 000 keys instead of one
-/// per folder. With `sorted_listing` (S3 lists keys in order) it stops after the last folder's
-/// keys.
+/// of the keys from the range's first date on (all of them without `in_range`), which takes
+/// one request per 1 000 keys instead of one per folder. With `sorted_listing` (S3 lists keys
+/// in order) it stops after the range's last date's keys.
 async fn list_keys_of_date_folders(
     store: &dyn ObjectStore,
     app_prefix: &ObjectPath,
@@ -403,14 +405,11 @@ async fn list_keys_of_date_folders(
         let parts: Vec<_> = parts.collect();
         // Only objects directly inside a date folder, of a date in range.
         let [folder, file_name] = parts.as_slice() else { continue };
-        let Some(date) =
-            folder.as_ref().strip_prefix("date=").and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-        else {
-            continue;
-        };
-        if folder.as_ref() != canonical_name(date)
-            || in_range.is_some_and(|(first, last)| !(first..=last).contains(&date))
-        {
+        let wanted = folder_date(folder.as_ref()).is_some_and(|date| {
+            folder.as_ref() == canonical_name(date)
+                && in_range.is_none_or(|(first, last)| (first..=last).contains(&date))
+        });
+        if !wanted {
             continue;
         }
         let (folder, file_name) = (folder.as_ref().to_owned(), file_name.as_ref().to_owned());
@@ -423,6 +422,12 @@ async fn list_keys_of_date_folders(
     Ok(listings)
 }
 
+/// The date a folder named `date=<date>` holds, if its name parses as one (`date=2026-10-3`
+/// does, though it is not the canonical name).
+fn folder_date(name: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()
+}
+
 /// The canonical name of the folder of `date`: `date=YYYY-MM-DD`.
 fn canonical_name(date: NaiveDate) -> String {
     format!("date={}", date.format("%Y-%m-%d"))
@@ -430,14 +435,8 @@ fn canonical_name(date: NaiveDate) -> String {
 
 /// The `date=YYYY-MM-DD` folders of an application's listing, ascending, with their names.
 fn date_folders(listing: &Listing) -> Vec<(NaiveDate, String)> {
-    let mut dates: Vec<(NaiveDate, String)> = listing
-        .folders
-        .iter()
-        .filter_map(|name| {
-            let date = NaiveDate::parse_from_str(name.strip_prefix("date=")?, "%Y-%m-%d").ok()?;
-            Some((date, name.clone()))
-        })
-        .collect();
+    let mut dates: Vec<(NaiveDate, String)> =
+        listing.folders.iter().filter_map(|name| Some((folder_date(name)?, name.clone()))).collect();
     dates.sort();
     dates
 }

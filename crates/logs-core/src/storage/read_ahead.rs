@@ -33,7 +33,7 @@ struct Page {
 }
 
 /// One column chunk of a row group, as its offset index describes it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Chunk {
     /// The dictionary page, if the chunk starts with one.
     dictionary: Option<Range<u64>>,

@@ -386,7 +386,7 @@ mod tests {
         reader_of(object)
     }
 
-    fn reader_of(object: ObjectFile) -> ScanReader {
+    pub(super) fn reader_of(object: ObjectFile) -> ScanReader {
         let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
         let metrics = ExecutionPlanMetricsSet::new();
         let metrics = ParquetFileMetrics::new(0, "f", &metrics);
@@ -609,7 +609,6 @@ mod tests {
 #[cfg(test)]
 mod read_ahead_tests {
     use datafusion::arrow::array::{BooleanArray, Int64Array, RecordBatch};
-    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
     use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
     use datafusion::parquet::arrow::ProjectionMask;
     use datafusion::parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection, RowSelector};
@@ -628,21 +627,8 @@ mod read_ahead_tests {
         columns: Option<&[&str]>,
     ) -> (Vec<RecordBatch>, u64, usize) {
         let (object, counts) = crate::storage::object::testing::stored_file(path).await;
-        let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
-        let metrics = ExecutionPlanMetricsSet::new();
-        let reader = ScanReader {
-            object,
-            metrics: ParquetFileMetrics::new(0, "f", &metrics),
-            dictionaries_skipped: Count::new(),
-            pages_read_ahead: Count::new(),
-            footer: None,
-            dictionary_pages: None,
-            columns: columns.map(|c| Arc::new(c.iter().map(|c| c.to_string()).collect())),
-            read_ahead: None,
-            metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
-            progress: Arc::default(),
-            read_pages: false,
-        };
+        let mut reader = super::tests::reader_of(object);
+        reader.columns = columns.map(|c| Arc::new(c.iter().map(|c| c.to_string()).collect()));
         let read_ahead = reader.pages_read_ahead.clone();
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
         let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options).await.unwrap();

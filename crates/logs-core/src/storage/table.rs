@@ -34,7 +34,8 @@ pub(crate) struct SelectedFiles {
     options: TableParquetOptions,
     /// The store's URL as registered with DataFusion's runtime.
     url: ObjectStoreUrl,
-    readers: Arc<ScanReaders>,
+    /// The readers of the selected files, given the columns of each scan.
+    readers: ScanReaders,
 }
 
 impl SelectedFiles {
@@ -45,7 +46,7 @@ impl SelectedFiles {
         url: ObjectStoreUrl,
         readers: ScanReaders,
     ) -> SelectedFiles {
-        SelectedFiles { schema, files, options, url, readers: Arc::new(readers) }
+        SelectedFiles { schema, files, options, url, readers }
     }
 }
 
