@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 use logs_core::{DatasetLocation, EngineConfig};
 use logs_server::Settings;
 use logs_server::auth::{READ_SCOPE, WRITE_SCOPE};
+use logs_server::prepared::{PreparePolicy, PreparedConfig};
 use logs_server::service::{
     IntrospectionFiles, Service, ServiceConfig, ServiceError, Tokens, reload_on_sighup, stop_signal,
 };
@@ -113,12 +114,69 @@ pub struct ServeArgs {
     #[command(flatten)]
     names: crate::export::NamingArgs,
 
+    #[command(flatten)]
+    prepared: PreparedArgs,
+
     /// Log format on stderr.
     #[arg(long, env = "LOGS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Log filter, as `info` or `warn,logs_server=debug`.
     #[arg(long, env = "LOGS_LOG", default_value = "info")]
     log: String,
+}
+
+/// Prepared exports (see docs/api.md): off unless `--spool` is given.
+#[derive(Debug, Args)]
+struct PreparedArgs {
+    /// Where prepared exports are kept: a local folder or an s3://bucket/prefix (with the
+    /// dataset's S3 settings). Turns prepared exports on.
+    #[arg(long, env = "LOGS_SPOOL", value_name = "LOCATION")]
+    spool: Option<String>,
+    /// Which exports are prepared: `requested` (those asked with `Prefer: respond-async`) or
+    /// `always` (every export: for clients of the original API, which repeat on 202).
+    #[arg(long, env = "LOGS_PREPARE", value_enum, default_value_t = Prepare::Requested, requires = "spool")]
+    prepare: Prepare,
+    /// How long a prepared export is kept, served and reused.
+    #[arg(long, env = "LOGS_SPOOL_TTL", default_value = "1h", value_parser = parse_duration)]
+    spool_ttl: Duration,
+    /// The most bytes the spool holds (both copies of every export); the oldest exports are
+    /// deleted to make room.
+    #[arg(long, env = "LOGS_SPOOL_MAX_SIZE", default_value = "10GiB", value_parser = parse_size)]
+    spool_max_size: usize,
+    /// The largest prepared export; a larger one answers 400 "Try to use more parts.".
+    #[arg(long, env = "LOGS_PREPARED_MAX_SIZE", value_parser = parse_size)]
+    prepared_max_size: Option<usize>,
+    /// The `Retry-After` of 202 answers.
+    #[arg(long, env = "LOGS_PREPARED_RETRY_AFTER", default_value = "5s", value_parser = parse_duration)]
+    prepared_retry_after: Duration,
+    /// How long a client downloading a prepared export may read nothing before it is cut off.
+    #[arg(long, env = "LOGS_DOWNLOAD_WRITE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    download_write_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Prepare {
+    Requested,
+    Always,
+}
+
+impl PreparedArgs {
+    fn config(&self) -> Result<Option<PreparedConfig>, Failure> {
+        let Some(spool) = &self.spool else { return Ok(None) };
+        let spool = DatasetLocation::parse(spool).map_err(|e| Failure::Usage(format!("--spool: {e}")))?;
+        Ok(Some(PreparedConfig {
+            policy: match self.prepare {
+                Prepare::Requested => PreparePolicy::Requested,
+                Prepare::Always => PreparePolicy::Always,
+            },
+            ttl: self.spool_ttl,
+            max_spool_bytes: self.spool_max_size as u64,
+            max_export_bytes: self.prepared_max_size.map(|n| n as u64),
+            retry_after: self.prepared_retry_after,
+            download_write_timeout: self.download_write_timeout,
+            ..PreparedConfig::new(spool)
+        }))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -224,6 +282,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         header_read_timeout: args.header_read_timeout,
         write_timeout: args.write_timeout,
         shutdown_timeout: args.shutdown_timeout,
+        prepared: args.prepared.config()?,
         ..ServiceConfig::new(data)
     })
 }

@@ -2,7 +2,8 @@
 //! standard readers (Python's `csv`, pandas, DuckDB, a line-splitting reader, `json`) keep
 //! every record of exports whose records could look like empty or broken lines; a reader that
 //! parses numbers as doubles gets every id exactly; and a loader-style client downloads 14
-//! days with the original API's field names, exactly the rows DuckDB computes from the files.
+//! days with the original API's field names, exactly the rows DuckDB computes from the files,
+//! both streamed and through prepared exports (repeating on 202, splitting a day into parts).
 //!
 //! The readers run in a Python environment the tests make on first use (`common::python`).
 
@@ -116,21 +117,90 @@ fn json_parsers_read_bom_requests_and_doubles_get_exact_ids() {
     }
 }
 
-#[test]
-fn a_loader_of_the_original_api_downloads_14_days_exactly_as_duckdb_computes() {
+/// The 14 days the loader tests copy: 12,000 records, about 690 a day of application 1001
+/// (two pandas chunks a day), each day's CSV 0.86 to 1.08 MB.
+fn fourteen_days() -> tempfile::TempDir {
     let data = tempfile::tempdir().unwrap();
     let mut options = logs_generate::GenerateOptions::new(data.path());
     options.rows = 12_000;
     options.days = 14;
     options.threads = 2;
     logs_generate::generate(&options).unwrap();
+    data
+}
 
+/// The records of application 1001 in the 14 days, as `logs export` counts them.
+fn fourteen_days_records(data: &Path) -> u64 {
+    let target = "errors.csv?application_id=1001&date_since=2026-10-01%2000:00:00\
+                  &date_until=2026-10-14%2023:59:59&fields=error_id";
+    records(data, target).len() as u64
+}
+
+#[test]
+fn a_loader_of_the_original_api_downloads_14_days_exactly_as_duckdb_computes() {
+    let data = fourteen_days();
     let served = serve_with(data.path(), &["--field-aliases", &original_api_aliases()], Stdio::null());
     let root = data.path().display().to_string();
     let output = run_script("loader.py", &[&served.base, &served.token, &root, "1001", "2026-10-01", "14"]);
     let report = &reports(&output)[0];
     assert_eq!(report["days"], 14, "{report}");
+    // Streamed: one request a day, never a 202, never split.
+    assert_eq!(report["requests"], 14, "{report}");
+    assert_eq!(report["accepted"], 0, "{report}");
+    assert_eq!(report["parts"], 1, "{report}");
+    assert_eq!(report["prepared"], false, "{report}");
     assert_eq!(report["gzip"], true, "{report}");
     let rows = report["rows"].as_u64().unwrap();
     assert!(rows > 5_000, "{report}");
+    assert_eq!(rows, fourteen_days_records(data.path()), "{report}");
+}
+
+/// The same loader against prepared exports (`--prepare always`): it repeats each request on
+/// 202 after `Retry-After`, and splits the one day larger than `--prepared-max-size` 1040KiB
+/// (1,064,960 bytes: the 1st, 1,076,480 bytes of CSV; the next largest day has 1,055,063) into
+/// two parts of about 540 KB. It pauses 0.5 s after each chunk of 500 rows, as a loader that
+/// inserts each chunk before reading the next. (With these days, each gzipped body of 110 to
+/// 210 KB is read whole before pandas yields its first chunk, so the pauses do not stop the
+/// server's writes here: a download paused beyond the write timeout is tested with a 60 MB
+/// export in `crates/logs-server/tests/prepared.rs`.) About 30 s: 16 waits of 1 s and 28
+/// pauses of 0.5 s.
+#[test]
+fn a_loader_downloads_14_days_through_prepared_exports_with_pauses_and_parts() {
+    let data = fourteen_days();
+    let spool = tempfile::tempdir().unwrap();
+    let spool_path = spool.path().display().to_string();
+    let flags = [
+        "--field-aliases",
+        &original_api_aliases(),
+        "--spool",
+        &spool_path,
+        "--prepare",
+        "always",
+        "--prepared-retry-after",
+        "1s",
+        "--prepared-max-size",
+        "1040KiB",
+        "--write-timeout",
+        "1s",
+        "--download-write-timeout",
+        "60s",
+    ];
+    let served = serve_with(data.path(), &flags, Stdio::null());
+    let root = data.path().display().to_string();
+    let args = [served.base.as_str(), &served.token, &root, "1001", "2026-10-01", "14", "0.5"];
+    let report = &reports(&run_script("loader.py", &args))[0];
+    assert_eq!(report["days"], 14, "{report}");
+    assert!(report["accepted"].as_u64().unwrap() >= 14, "{report}");
+    assert!(report["parts"].as_u64().unwrap() >= 2, "{report}");
+    assert!(report["requests"].as_u64().unwrap() > report["accepted"].as_u64().unwrap(), "{report}");
+    assert_eq!(report["prepared"], true, "{report}");
+    assert_eq!(report["gzip"], true, "{report}");
+    assert_eq!(report["rows"].as_u64(), Some(fourteen_days_records(data.path())), "{report}");
+
+    // One manifest per export prepared: the 13 whole days and at least two parts.
+    let manifests = std::fs::read_dir(spool.path())
+        .unwrap()
+        .filter(|entry| entry.as_ref().unwrap().file_name().to_string_lossy().ends_with(".manifest.json"))
+        .count();
+    assert!(manifests >= 15, "{manifests} manifests in the spool");
 }

@@ -68,6 +68,14 @@ pub enum ApiError {
     FirstByteTimeout { limit: Duration },
     /// The engine failed before any byte was sent.
     Engine(logs_core::Error),
+    /// A prepared export grew beyond the operator's maximum (400, "Try to use more parts.").
+    TooLargeToPrepare { max_bytes: u64 },
+    /// The spool of prepared exports has no room for another one now (503).
+    SpoolFull { retry_after: Duration },
+    /// The spool of prepared exports cannot be written or read (503); the detail is for the log.
+    SpoolUnavailable { detail: String, retry_after: Duration },
+    /// A `Range` that the prepared export's length cannot satisfy (416).
+    RangeNotSatisfiable { length: u64 },
     /// A bug in the server; the detail is for the log (500).
     Internal(String),
 }
@@ -93,6 +101,8 @@ pub struct Problem {
     pub location: Option<String>,
     pub www_authenticate: Option<String>,
     pub retry_after: Option<Duration>,
+    /// `Content-Range` of a 416: the representation's length.
+    pub content_range: Option<String>,
     /// What goes to the log and never to the client.
     pub detail: Option<String>,
 }
@@ -106,6 +116,7 @@ impl Problem {
             location: None,
             www_authenticate: None,
             retry_after: None,
+            content_range: None,
             detail: None,
         }
     }
@@ -265,6 +276,37 @@ impl ApiError {
                 Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", INTERNAL_MESSAGE)
                     .detail(detail.clone())
             }
+            ApiError::TooLargeToPrepare { max_bytes } => Problem::new(
+                StatusCode::BAD_REQUEST,
+                "too_large",
+                format!(
+                    "the export is larger than the {max_bytes} bytes a prepared export may hold; split it \
+                     with parts_count and part_number. Try to use more parts."
+                ),
+            )
+            .at("parts_count"),
+            ApiError::SpoolFull { retry_after } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "spool_full",
+                "the server has no room to prepare another export now; retry later",
+            )
+            .retry_after(*retry_after),
+            ApiError::SpoolUnavailable { detail, retry_after } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "spool_unavailable",
+                "prepared exports cannot be stored or read now; retry later",
+            )
+            .retry_after(*retry_after)
+            .detail(detail.clone()),
+            ApiError::RangeNotSatisfiable { length } => {
+                let mut problem = Problem::new(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    "range_not_satisfiable",
+                    format!("the Range asks for no byte of this {length}-byte export"),
+                );
+                problem.content_range = Some(format!("bytes */{length}"));
+                problem
+            }
         }
     }
 }
@@ -321,6 +363,9 @@ impl IntoResponse for Problem {
         if let Some(after) = self.retry_after {
             let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(range) = self.content_range.and_then(|v| HeaderValue::try_from(v).ok()) {
+            headers.insert(header::CONTENT_RANGE, range);
         }
         response
     }

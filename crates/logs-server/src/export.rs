@@ -19,7 +19,8 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -27,7 +28,7 @@ use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use http::{HeaderValue, Uri, header};
+use http::{HeaderMap, HeaderValue, Uri, header};
 use logs_core::arrow::record_batch::RecordBatch;
 use logs_core::{Engine, ExportRequest, ExportStream, QueryPairs};
 use logs_format::{Encoder, EncoderOptions, Format};
@@ -35,10 +36,11 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::auth::ReadAccess;
-use crate::error::ApiError;
+use crate::error::{ApiError, Problem};
 use crate::limits::ExportPermit;
 use crate::log::RequestLog;
 use crate::metrics::{Metrics, Outcome, RunningExport};
+use crate::server::WriteStall;
 use crate::state::AppState;
 
 /// The export's path prefix.
@@ -56,7 +58,9 @@ pub async fn export_errors(
     State(state): State<AppState>,
     ReadAccess(caller): ReadAccess,
     uri: Uri,
+    headers: HeaderMap,
     log: Option<axum::Extension<Arc<RequestLog>>>,
+    stall: Option<axum::Extension<WriteStall>>,
 ) -> Result<Response, ApiError> {
     // The router only sends these two paths here; anything else under the prefix is 404.
     let format = match uri.path().strip_prefix(EXPORT_PATH) {
@@ -69,11 +73,54 @@ pub async fn export_errors(
     if !caller.principal.may_access(request.application_id()) {
         return Err(ApiError::ApplicationDenied { application_id: request.application_id() });
     }
+    if let Some(prepared) = state.prepared() {
+        let stall = stall.as_ref().map(|s| &s.0);
+        if let Some(response) = prepared.respond(&state, format, &request, &caller, &headers, stall).await? {
+            return Ok(response);
+        }
+    }
     let permit = state.limiter().acquire(caller.token)?;
-    let mut running = state.metrics().export_started();
+    let started = start(&state, format, &request, permit, log.map(|l| l.0)).await?;
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, format.content_type())
+        .header(header::CONTENT_DISPOSITION, content_disposition(format))
+        .header(SKIPPED_SHARDS, started.skipped)
+        .body(Body::from_stream(started.chunks))
+        .map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;
+    Ok(response)
+}
 
+/// `Content-Disposition` of an export in `format`.
+pub(crate) fn content_disposition(format: Format) -> HeaderValue {
+    HeaderValue::from_static(match format {
+        Format::Csv => "attachment; filename=\"errors.csv\"",
+        Format::Json => "attachment; filename=\"errors.json\"",
+    })
+}
+
+/// An export running in a producer task.
+pub(crate) struct Started {
+    /// Its encoded bytes, as they come.
+    pub chunks: Chunks,
+    /// Unreadable files that `skip_unavailable_shards=true` left out.
+    pub skipped: usize,
+    /// Rows encoded so far.
+    pub rows: Arc<AtomicU64>,
+}
+
+/// Starts `request` under `permit`: runs the query to its first batch (at most
+/// `first_byte_timeout`), so that every failure up to then is an error to answer, then hands
+/// the rest to a producer task (see the module documentation).
+pub(crate) async fn start(
+    state: &AppState,
+    format: Format,
+    request: &ExportRequest,
+    permit: ExportPermit,
+    log: Option<Arc<RequestLog>>,
+) -> Result<Started, ApiError> {
+    let mut running = state.metrics().export_started();
     let limit = state.settings().first_byte_timeout;
-    let started = match tokio::time::timeout(limit, start_export(state.engine(), &request)).await {
+    let started = match tokio::time::timeout(limit, start_export(state.engine(), request)).await {
         Ok(Ok(started)) => started,
         Ok(Err(e)) => {
             running.set_outcome(Outcome::Failed);
@@ -104,31 +151,22 @@ pub async fn export_errors(
         }
     };
     let (tx, rx) = mpsc::channel(state.settings().chunk_queue);
+    let rows = Arc::new(AtomicU64::new(0));
+    let failure = Arc::new(OnceLock::new());
     let producer = Producer {
+        rows: Arc::clone(&rows),
+        failure: Arc::clone(&failure),
         stream,
         encoder: Some(encoder),
         pending,
         tx,
         metrics: state.metrics().clone(),
-        log: log.map(|l| l.0),
+        log,
         running,
         permit,
     };
     tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
-
-    let response = Response::builder()
-        .header(header::CONTENT_TYPE, format.content_type())
-        .header(
-            header::CONTENT_DISPOSITION,
-            HeaderValue::from_static(match format {
-                Format::Csv => "attachment; filename=\"errors.csv\"",
-                Format::Json => "attachment; filename=\"errors.json\"",
-            }),
-        )
-        .header(SKIPPED_SHARDS, skipped)
-        .body(Body::from_stream(ChunkStream { rx, finished: false }))
-        .map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;
-    Ok(response)
+    Ok(Started { chunks: Chunks { rx, finished: false, failure }, skipped, rows })
 }
 
 /// Starts the query and waits for its first batch (`None`: it has no rows at all).
@@ -169,7 +207,7 @@ enum Message {
     Data(Chunk),
     /// Every byte has been sent.
     End,
-    /// The export failed after the first byte.
+    /// The export failed after the first byte (why: in the producer's `failure`).
     Failed,
 }
 
@@ -197,7 +235,14 @@ impl Write for ChunkWriter {
 /// Why the producer stopped early.
 enum Stop {
     ClientGone,
-    Failed(String),
+    Failed(ApiError),
+}
+
+impl Stop {
+    /// A failure of the encoder or of this module, as opposed to the engine.
+    fn internal(detail: impl std::fmt::Display) -> Stop {
+        Stop::Failed(ApiError::Internal(detail.to_string()))
+    }
 }
 
 /// Encodes one export into the body's channel.
@@ -210,12 +255,16 @@ struct Producer {
     log: Option<Arc<RequestLog>>,
     running: RunningExport,
     permit: ExportPermit,
+    /// Rows encoded so far.
+    rows: Arc<AtomicU64>,
+    /// Why the export failed, for [`Chunks::next_chunk`].
+    failure: Arc<OnceLock<Problem>>,
 }
 
 impl Producer {
     async fn run(mut self, first: Option<RecordBatch>) {
         let result = self.pump(first).await;
-        let Producer { stream, encoder, pending, tx, mut running, permit, .. } = self;
+        let Producer { stream, encoder, pending, tx, mut running, permit, failure, .. } = self;
         // Release the query (memory, files) before anything else.
         drop(stream);
         drop(encoder);
@@ -229,9 +278,12 @@ impl Producer {
                 tracing::info!("export cancelled: the connection closed before the end");
                 running.set_outcome(Outcome::Cancelled);
             }
-            Err(Stop::Failed(detail)) => {
+            Err(Stop::Failed(error)) => {
+                let problem = error.problem();
+                let detail = problem.detail.as_deref().unwrap_or(&problem.message);
                 tracing::error!(%detail, "export failed after the first byte; aborting the response");
                 running.set_outcome(Outcome::Failed);
+                let _ = failure.set(problem);
                 // If the queue is full, dropping `tx` without `End` aborts the response too.
                 let _ = tx.try_send(Message::Failed);
             }
@@ -255,12 +307,12 @@ impl Producer {
             match next {
                 None => break,
                 Some(Ok(batch)) => self.write(&batch).await?,
-                Some(Err(e)) => return Err(Stop::Failed(e.to_string())),
+                Some(Err(e)) => return Err(Stop::Failed(e.into())),
             }
         }
-        let encoder = self.encoder.take().ok_or_else(|| Stop::Failed("the encoder is gone".into()))?;
+        let encoder = self.encoder.take().ok_or_else(|| Stop::internal("the encoder is gone"))?;
         let rows = encoder.rows_written();
-        encoder.finish().map_err(|e| Stop::Failed(e.to_string()))?;
+        encoder.finish().map_err(Stop::internal)?;
         self.send_pending().await?;
         self.tx.send(Message::End).await.map_err(|_| Stop::ClientGone)?;
         Ok(rows)
@@ -271,17 +323,18 @@ impl Producer {
         let rows = batch.num_rows();
         let mut offset = 0;
         while offset < rows {
-            let encoder = self.encoder.as_mut().ok_or_else(|| Stop::Failed("the encoder is gone".into()))?;
+            let encoder = self.encoder.as_mut().ok_or_else(|| Stop::internal("the encoder is gone"))?;
             let per_row = encoder.bytes_written().checked_div(encoder.rows_written()).unwrap_or(512).max(1);
             let slice = (SLICE_BYTES / per_row).clamp(16, 8192) as usize;
             let len = slice.min(rows - offset);
-            encoder.write_batch(&batch.slice(offset, len)).map_err(|e| Stop::Failed(e.to_string()))?;
+            encoder.write_batch(&batch.slice(offset, len)).map_err(Stop::internal)?;
             // Hand the slice to the body now: a small or slow export streams as it goes.
-            encoder.flush().map_err(|e| Stop::Failed(e.to_string()))?;
+            encoder.flush().map_err(Stop::internal)?;
             offset += len;
             self.send_pending().await?;
         }
         self.metrics.add_rows(rows as u64);
+        self.rows.fetch_add(rows as u64, Ordering::Relaxed);
         if let Some(log) = &self.log {
             log.add_rows(rows as u64);
         }
@@ -297,13 +350,40 @@ impl Producer {
     }
 }
 
-/// The response body: chunks from the producer; an error if it ends without `End`.
-struct ChunkStream {
+/// The export's bytes, from the producer: a response body (a [`Stream`] that ends with an
+/// error if the producer stops without `End`), or read chunk by chunk with
+/// [`Chunks::next_chunk`].
+pub(crate) struct Chunks {
     rx: mpsc::Receiver<Message>,
     finished: bool,
+    failure: Arc<OnceLock<Problem>>,
 }
 
-impl Stream for ChunkStream {
+impl Chunks {
+    /// The next chunk; `None` after the last; the failure if the export failed. Dropping
+    /// `Chunks` before the end cancels the export.
+    pub(crate) async fn next_chunk(&mut self) -> Result<Option<Bytes>, Problem> {
+        if self.finished {
+            return Ok(None);
+        }
+        match self.rx.recv().await {
+            Some(Message::Data(chunk)) => Ok(Some(chunk.take())),
+            Some(Message::End) => {
+                self.finished = true;
+                Ok(None)
+            }
+            Some(Message::Failed) | None => {
+                self.finished = true;
+                let failure = self.failure.get().cloned();
+                Err(failure.unwrap_or_else(|| {
+                    ApiError::Internal("the export stopped before its end".into()).problem()
+                }))
+            }
+        }
+    }
+}
+
+impl Stream for Chunks {
     type Item = io::Result<Bytes>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {

@@ -55,6 +55,7 @@ pub mod log;
 pub mod management;
 pub mod metrics;
 pub mod openapi;
+pub mod prepared;
 mod server;
 pub mod service;
 pub mod settings;
@@ -71,7 +72,7 @@ use tower_http::compression::{CompressionLayer, CompressionLevel};
 pub use auth::introspection::install_tls_provider;
 pub use config::ConfigError;
 pub use error::ApiError;
-pub use server::{ServeOptions, serve};
+pub use server::{ServeOptions, WriteStall, serve};
 pub use settings::{SERVICE_BATCH_SIZE, Settings};
 pub use state::AppState;
 
@@ -122,7 +123,7 @@ async fn identity_unless_gzip_accepted(mut request: axum::extract::Request) -> a
 
 /// Whether an `Accept-Encoding` value accepts gzip: `gzip` (or `x-gzip`) with a weight above
 /// zero, or else `*` with one.
-fn accepts_gzip(value: &str) -> bool {
+pub(crate) fn accepts_gzip(value: &str) -> bool {
     let mut wildcard = None;
     for item in value.split(',') {
         let mut parts = item.split(';');

@@ -63,8 +63,19 @@ const HEALTHZ: &str = "/healthz";
 
 /// Headers that a response may leave out, by response (component name or status); every
 /// other documented response header is `required`.
-const OPTIONAL_HEADERS: [(&str, &str); 3] =
-    [("Forbidden", "WWW-Authenticate"), ("ServiceUnavailable", "Retry-After"), ("200", "Content-Encoding")];
+const OPTIONAL_HEADERS: [(&str, &str); 10] = [
+    ("Forbidden", "WWW-Authenticate"),
+    ("ServiceUnavailable", "Retry-After"),
+    ("200", "Content-Encoding"),
+    // A streamed export has no length or validator; a prepared one has them.
+    ("200", "Content-Length"),
+    ("200", "ETag"),
+    ("200", "Accept-Ranges"),
+    ("202", "Preference-Applied"),
+    ("206", "Content-Encoding"),
+    ("304", "Content-Encoding"),
+    ("304", "Accept-Ranges"),
+];
 
 /// The operator settings the document describes. `Default` gives the document of a service
 /// without aliases that writes JSON integers as strings: the checked-in `docs/openapi.json`.
@@ -220,13 +231,59 @@ fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
         ),
     };
     let extension = if format == Export::Csv { "csv" } else { "json" };
+    let partial = ResponseBuilder::new()
+        .description(
+            "Part of a prepared export, for a `Range` of one range (`bytes=first-last`, `first-`, \
+             `-suffix`): resumes a broken download byte for byte. Ranges count bytes of the copy \
+             sent: the gzip copy when `Content-Encoding` is `gzip`.",
+        )
+        .content(media, ContentBuilder::new().schema(Some(body.clone())).build())
+        .header(
+            "Content-Range",
+            header_of(
+                ObjectBuilder::new().schema_type(Type::String).pattern(Some("^bytes [0-9]+-[0-9]+/[0-9]+$")),
+                "`bytes first-last/length`.",
+            ),
+        )
+        .header("Content-Length", header_of(integer(Some(0), None), "The bytes of the range."))
+        .header("ETag", etag_header())
+        .header("Accept-Ranges", accept_ranges_header())
+        .header("Content-Encoding", content_encoding_header())
+        .header("x-request-id", request_id_header())
+        .build();
+    let accepted = ResponseBuilder::new()
+        .description(
+            "The export is being prepared (with `Prefer: respond-async`, or every export when the \
+             server prepares them all): repeat the same request after `Retry-After` seconds until it \
+             answers 200 with the file. Repeats by any caller allowed to read the application join the \
+             same job. A job that fails answers the next repeat with its error, once.",
+        )
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Preparing"))).build(),
+        )
+        .header("Retry-After", header_of(integer(Some(1u32), None), "Seconds to wait before repeating."))
+        .header(
+            "Preference-Applied",
+            header_of(enum_string("respond-async"), "When the request asked `Prefer: respond-async`."),
+        )
+        .header("x-request-id", request_id_header())
+        .build();
+    let not_modified = ResponseBuilder::new()
+        .description("The prepared export that `If-None-Match` names is still the current one.")
+        .header("ETag", etag_header())
+        .header("Accept-Ranges", accept_ranges_header())
+        .header("Content-Encoding", content_encoding_header())
+        .header("x-request-id", request_id_header())
+        .build();
     let ok = ResponseBuilder::new()
         .description(
             "The export, streamed in chunks (no `Content-Length`). The status is sent once the query has \
              produced its first rows (or ended), so every failure before that gets an error status; a \
              failure after it aborts the connection without the final chunk, so that a short export \
              never looks complete. With `use_utf8_bom=true` a CSV body starts with EF BB BF; a JSON \
-             body never does. Rows come in no guaranteed order.",
+             body never does. Rows come in no guaranteed order. A prepared export (see 202) is sent \
+             whole instead, with `Content-Length`, `ETag` and `Accept-Ranges`.",
         )
         .content(media, ContentBuilder::new().schema(Some(body)).build())
         .header(
@@ -243,10 +300,13 @@ fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
                 "How many unreadable files `skip_unavailable_shards=true` left out (0 normally).",
             ),
         )
+        .header("Content-Encoding", content_encoding_header())
         .header(
-            "Content-Encoding",
-            header_of(enum_string("gzip"), "`gzip` when the request's `Accept-Encoding` allows it."),
+            "Content-Length",
+            header_of(integer(Some(0), None), "A prepared export's length; a streamed one has none."),
         )
+        .header("ETag", etag_header())
+        .header("Accept-Ranges", accept_ranges_header())
         .header("x-request-id", request_id_header())
         .build();
     let description = format!(
@@ -255,10 +315,19 @@ fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
          `{READ_SCOPE}` and the application among the token's. Each parameter may be given at most \
          once; an unknown name is refused (400, with a suggestion for a typo)."
     );
-    operation("export", id, summary, &description, &["400", "401", "403", "414", "429", "431", "500", "503"])
-        .parameters(Some(export_parameters(&settings.aliases)))
-        .response("200", ok)
-        .build()
+    operation(
+        "export",
+        id,
+        summary,
+        &description,
+        &["400", "401", "403", "414", "416", "429", "431", "500", "503"],
+    )
+    .parameters(Some(export_parameters(&settings.aliases)))
+    .response("200", ok)
+    .response("202", accepted)
+    .response("206", partial)
+    .response("304", not_modified)
+    .build()
 }
 
 fn applications_operation() -> Operation {
@@ -358,6 +427,21 @@ fn header_of(schema: impl Into<RefOr<Schema>>, description: &str) -> Header {
     HeaderBuilder::new().schema(schema).description(Some(description)).build()
 }
 
+fn content_encoding_header() -> Header {
+    header_of(enum_string("gzip"), "`gzip` when the request's `Accept-Encoding` allows it.")
+}
+
+fn accept_ranges_header() -> Header {
+    header_of(enum_string("bytes"), "`bytes`: a prepared export's ranges can be asked for.")
+}
+
+fn etag_header() -> Header {
+    header_of(
+        ObjectBuilder::new().schema_type(Type::String).pattern(Some("^\"[0-9a-f]{64}\"$")),
+        "A prepared export's strong validator: the SHA-256 of the bytes of the copy sent.",
+    )
+}
+
 fn request_id_header() -> Header {
     header_of(
         ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[A-Za-z0-9._-]{1,64}$")),
@@ -380,12 +464,35 @@ fn components(settings: &DocumentSettings) -> ComponentsBuilder {
         .schema("ErrorExport", export_schema())
         .schema("ErrorRecord", record_schema(settings))
         .schema("Health", health_schema())
+        .schema("Preparing", preparing_schema())
         .schema_from::<ApplicationList>()
         .schema_from::<crate::management::Application>();
     for (status, response) in error_responses() {
         builder = builder.response(component_name(status), response);
     }
     builder
+}
+
+fn preparing_schema() -> ObjectBuilder {
+    let number = |description: &str| integer(Some(0), None).description(Some(description));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some("How far a prepared export has got."))
+        .property("status", enum_string("preparing"))
+        .property("rows", number("Rows written so far."))
+        .property("bytes", number("Bytes written so far (without compression)."))
+        .property(
+            "seconds",
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0))
+                .description(Some("Since the job started.")),
+        )
+        .required("status")
+        .required("rows")
+        .required("bytes")
+        .required("seconds")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }
 
 fn health_schema() -> ObjectBuilder {

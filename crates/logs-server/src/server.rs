@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -83,10 +85,14 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(WriteTimeout::new(stream, options.write_timeout));
+        let stall = WriteStall::new(options.write_timeout);
+        let io = TokioIo::new(WriteTimeout::new(stream, stall.clone()));
         let router = router.clone();
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            // Each request starts with the server's write timeout (one request at a time: HTTP/1.1).
+            stall.allow(options.write_timeout);
             request.extensions_mut().insert(PeerAddr(peer));
+            request.extensions_mut().insert(stall.clone());
             router.clone().oneshot(request)
         });
         let connection = graceful.watch(builder.serve_connection(io, service));
@@ -112,21 +118,42 @@ pub async fn serve(
     Ok(())
 }
 
-/// A connection whose writes fail once they have made no progress for `timeout`.
+/// How long a connection's writes may make no progress: the server's write timeout, which a
+/// handler may change for its own response (a request extension of every request that
+/// [`serve`] reads; absent for requests made in-process).
+#[derive(Debug, Clone)]
+pub struct WriteStall(Arc<AtomicU64>);
+
+impl WriteStall {
+    fn new(timeout: Duration) -> WriteStall {
+        WriteStall(Arc::new(AtomicU64::new(timeout.as_millis() as u64)))
+    }
+
+    /// Lets this connection's writes stall for up to `timeout` from now on.
+    pub fn allow(&self, timeout: Duration) {
+        self.0.store(timeout.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// A connection whose writes fail once they have made no progress for its [`WriteStall`].
 struct WriteTimeout<T> {
     inner: T,
-    timeout: Duration,
+    stall: WriteStall,
     stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl<T> WriteTimeout<T> {
-    fn new(inner: T, timeout: Duration) -> WriteTimeout<T> {
-        WriteTimeout { inner, timeout, stalled: None }
+    fn new(inner: T, stall: WriteStall) -> WriteTimeout<T> {
+        WriteTimeout { inner, stall, stalled: None }
     }
 
     /// Called when a write is pending: starts the clock, or fails if it has run out.
     fn check_stall(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        let timeout = self.timeout;
+        let timeout = self.stall.timeout();
         let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         if sleep.as_mut().poll(cx).is_ready() {
             return Err(io::Error::new(
@@ -208,7 +235,7 @@ mod tests {
     async fn a_stalled_write_fails_after_the_timeout() {
         // A pipe whose reader never reads: writes stall once its buffer is full.
         let (writer, _reader) = tokio::io::duplex(1024);
-        let mut io = WriteTimeout::new(writer, Duration::from_millis(200));
+        let mut io = WriteTimeout::new(writer, WriteStall::new(Duration::from_millis(200)));
         io.write_all(&[0; 1024]).await.unwrap();
         let started = Instant::now();
         let e = io.write_all(&[0; 10]).await.unwrap_err();
@@ -219,7 +246,7 @@ mod tests {
     #[tokio::test]
     async fn progress_resets_the_clock() {
         let (writer, mut reader) = tokio::io::duplex(64);
-        let mut io = WriteTimeout::new(writer, Duration::from_millis(300));
+        let mut io = WriteTimeout::new(writer, WriteStall::new(Duration::from_millis(300)));
         let drain = tokio::spawn(async move {
             let mut sink = Vec::new();
             // Reads slowly, but never stops for as long as the timeout.

@@ -21,7 +21,8 @@
 //! What `build` does, in order: opens the dataset and lists its root once (a missing bucket,
 //! refused credentials or an unreadable folder stop the start); makes the token sources (a
 //! tokens file, introspection, a fixed set, or one generated token); reads the dataset's
-//! `applications.toml`; binds the listeners. `run_until_stopped` serves the API (and the admin
+//! `applications.toml`; opens and sweeps the spool of prepared exports, if configured; binds the
+//! listeners. `run_until_stopped` serves the API (and the admin
 //! listener, if any), watches the tokens file, and on `stop` gives running exports
 //! `shutdown_timeout` to finish.
 
@@ -42,6 +43,7 @@ use crate::auth::{
     TokenStore, WRITE_SCOPE,
 };
 use crate::config::ConfigError;
+use crate::prepared::{Prepared, PreparedConfig};
 use crate::{AppState, SERVICE_BATCH_SIZE, ServeOptions, Settings};
 
 /// Everything the service is made from.
@@ -66,6 +68,8 @@ pub struct ServiceConfig {
     pub write_timeout: Duration,
     /// How long running exports may go on after the stop.
     pub shutdown_timeout: Duration,
+    /// Prepared exports and their spool; none by default (every export is streamed).
+    pub prepared: Option<PreparedConfig>,
 }
 
 impl ServiceConfig {
@@ -86,6 +90,7 @@ impl ServiceConfig {
             header_read_timeout: options.header_read_timeout,
             write_timeout: options.write_timeout,
             shutdown_timeout: options.shutdown_timeout,
+            prepared: None,
         }
     }
 }
@@ -180,6 +185,7 @@ impl Service {
     pub async fn build(config: ServiceConfig) -> Result<Service, ServiceError> {
         let location = config.data.to_string();
         let dataset = |source| ServiceError::Dataset { location: location.clone(), source };
+        let s3 = config.engine.s3.clone();
         let engine = Engine::open(config.data, config.engine).map_err(dataset)?;
         engine.check().await.map_err(dataset)?;
 
@@ -216,7 +222,10 @@ impl Service {
             ..ServeOptions::for_settings(&config.settings)
         };
         let auth = Authenticator::new(store, introspector);
-        let state = AppState::new(Arc::new(engine), auth, config.settings).await?;
+        let mut state = AppState::new(Arc::new(engine), auth, config.settings).await?;
+        if let Some(prepared) = config.prepared {
+            state = state.with_prepared(Prepared::open(prepared, &s3).await?);
+        }
         let listener = bind("API", config.listen).await?;
         let admin = match config.admin_listen {
             Some(address) => Some(bind("admin", address).await?),

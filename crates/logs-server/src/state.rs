@@ -10,6 +10,7 @@ use crate::auth::Authenticator;
 use crate::config::ConfigError;
 use crate::limits::ExportLimiter;
 use crate::metrics::Metrics;
+use crate::prepared::Prepared;
 pub use crate::settings::{SERVICE_BATCH_SIZE, Settings};
 
 /// The shared state of [`crate::app`]. Cheap to clone.
@@ -18,7 +19,7 @@ pub struct AppState {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     engine: Arc<Engine>,
     auth: Authenticator,
@@ -26,6 +27,7 @@ struct Inner {
     applications: ApplicationDirectory,
     limiter: Arc<ExportLimiter>,
     metrics: Arc<Metrics>,
+    prepared: Option<Arc<Prepared>>,
 }
 
 impl AppState {
@@ -43,8 +45,28 @@ impl AppState {
             settings.retry_after,
         ));
         Ok(AppState {
-            inner: Arc::new(Inner { engine, auth, settings, applications, limiter, metrics: Arc::default() }),
+            inner: Arc::new(Inner {
+                engine,
+                auth,
+                settings,
+                applications,
+                limiter,
+                metrics: Arc::default(),
+                prepared: None,
+            }),
         })
+    }
+
+    /// The same state, with prepared exports (see [`crate::prepared`]). Call it before the
+    /// state is cloned into a router.
+    pub fn with_prepared(self, prepared: Arc<Prepared>) -> AppState {
+        let inner = Arc::unwrap_or_clone(self.inner);
+        AppState { inner: Arc::new(Inner { prepared: Some(prepared), ..inner }) }
+    }
+
+    /// Prepared exports, if the operator configured a spool.
+    pub fn prepared(&self) -> Option<&Arc<Prepared>> {
+        self.inner.prepared.as_ref()
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -73,7 +95,11 @@ impl AppState {
 
     /// The Prometheus text of the admin API's `/metrics`.
     pub fn metrics_text(&self) -> String {
-        crate::metrics::render(&self.inner.metrics, &self.inner.auth.figures())
+        let mut text = crate::metrics::render(&self.inner.metrics, &self.inner.auth.figures());
+        if let Some(prepared) = &self.inner.prepared {
+            text.push_str(&prepared.metrics_text());
+        }
+        text
     }
 }
 

@@ -223,6 +223,53 @@ async fn real_answers_match_the_document() {
     drop((held, other));
 }
 
+#[tokio::test]
+async fn prepared_answers_match_the_document() {
+    use logs_server::prepared::{Prepared, PreparedConfig};
+    let doc = document(&DocumentSettings::default());
+    let spool = tempfile::tempdir().unwrap();
+    let config = PreparedConfig::new(logs_core::DatasetLocation::Local(spool.path().into()));
+    let prepared = Prepared::open(config, &logs_core::S3Options::default()).await.unwrap();
+    let state = state(small_dataset(), Settings::default()).await.with_prepared(prepared);
+    let app = logs_server::app(state);
+    let csv = "/logs/v1/export/errors.csv";
+    let uri =
+        format!("{csv}?application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id,city");
+    let reader = format!("OAuth {READER}");
+    let ask = |extra: Vec<(&'static str, String)>| {
+        let (app, uri, reader) = (app.clone(), uri.clone(), reader.clone());
+        async move {
+            let mut headers: Vec<(&str, &str)> =
+                vec![("authorization", &reader), ("prefer", "respond-async")];
+            headers.extend(extra.iter().map(|(n, v)| (*n, v.as_str())));
+            call(&app, Method::GET, &uri, &headers).await
+        }
+    };
+    let (status, headers, body) = ask(vec![]).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    check_answer(&doc, csv, status, &headers, &body, "202");
+    let (status, headers, body) = loop {
+        let answer = ask(vec![]).await;
+        if answer.0 != StatusCode::ACCEPTED {
+            break answer;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(status, StatusCode::OK);
+    check_answer(&doc, csv, status, &headers, &body, "200 prepared");
+    let etag = headers["etag"].to_str().unwrap().to_owned();
+    let answers = [
+        (vec![("range", "bytes=5-".to_owned())], StatusCode::PARTIAL_CONTENT),
+        (vec![("range", format!("bytes={}-", body.len()))], StatusCode::RANGE_NOT_SATISFIABLE),
+        (vec![("if-none-match", etag)], StatusCode::NOT_MODIFIED),
+    ];
+    for (extra, expected) in answers {
+        let (status, headers, body) = ask(extra).await;
+        assert_eq!(status, expected);
+        check_answer(&doc, csv, status, &headers, &body, expected.as_str());
+    }
+}
+
 /// An operation (a path, or a response component), the request, and the status expected.
 type Case<'a> = (&'a str, Method, String, Vec<(&'a str, &'a str)>, u16);
 
@@ -262,6 +309,10 @@ fn check_answer(
             };
             validate(doc, &header["schema"], &parsed, &format!("{what}: header {name}"));
         }
+    }
+    if status == StatusCode::NOT_MODIFIED {
+        assert!(body.is_empty() && response.get("content").is_none(), "{what}: a 304 has no content");
+        return;
     }
     let content_type = headers[http::header::CONTENT_TYPE].to_str().unwrap();
     let media = content_type.split(';').next().unwrap().trim();

@@ -4,19 +4,35 @@ device-id name and fields this dataset does not hold among them), asks for gzip,
 CSV in chunks with pandas. Then it checks every day against what DuckDB computes from the
 Parquet files themselves.
 
-    python loader.py BASE_URL TOKEN DATASET_ROOT APPLICATION_ID FIRST_DAY DAYS
+Like the loaders of the original service, it repeats a request answered `202 Accepted` after
+its `Retry-After` (the export is being prepared), and splits a day answered `400 … Try to use
+more parts.` with `parts_count` and `part_number` (2 parts, then 4, 8, … up to 64), the day's
+rows being those of all its parts.
 
-Prints one JSON object: days, requests, rows, and whether every answer was gzipped. Exits
-non-zero, saying which day differs, if any does.
+    python loader.py BASE_URL TOKEN DATASET_ROOT APPLICATION_ID FIRST_DAY DAYS [PAUSE_SECONDS]
+
+PAUSE_SECONDS (default 0) is slept after each chunk pandas yields, as a loader inserting each
+chunk into a database does; with a pause, the sockets have a small receive buffer, so that a
+pause soon stops the server's writes.
+
+Prints one JSON object: days, requests (all HTTP requests), accepted (answers 202), parts (the
+most parts a day was split into, 1 if none), rows, whether every answer was gzipped, and
+whether every file came prepared (with a Content-Length and an ETag). Exits non-zero, saying
+which day differs, if any does.
 """
 
 import datetime
+import email.utils
 import json
+import socket
 import sys
+import time
 
 import duckdb
 import pandas
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection
 
 # The original API's names: `appmetrica_device_id` is this dataset's `service_device_id`;
 # `oaid` and `android_id` are fields this dataset does not hold.
@@ -39,27 +55,125 @@ FIELDS = [
 SOURCES = {"appmetrica_device_id": "service_device_id", "oaid": None, "android_id": None}
 
 CHUNK_ROWS = 500
+MAX_PARTS = 64
+MORE_PARTS = "Try to use more parts."
+# The longest a loader waits for one export to be prepared.
+MAX_PREPARING_SECONDS = 600
+RECEIVE_BUFFER = 16 * 1024
 
 
-def download_day(session: requests.Session, base: str, app: int, day: datetime.date) -> tuple[list, bool]:
-    params = {
-        "application_id": app,
-        "date_since": f"{day} 00:00:00",
-        "date_until": f"{day} 23:59:59",
-        "fields": ",".join(FIELDS),
-    }
-    url = f"{base}/logs/v1/export/errors.csv"
-    with session.get(url, params=params, stream=True, headers={"Accept-Encoding": "gzip"}, timeout=120) as response:
-        response.raise_for_status()
-        gzipped = response.headers.get("Content-Encoding") == "gzip"
+class SmallReceiveBuffer(HTTPAdapter):
+    """Connections whose socket has a small receive buffer."""
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["socket_options"] = HTTPConnection.default_socket_options + [
+            (socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        ]
+        super().init_poolmanager(*args, **kwargs)
+
+
+class MoreParts(Exception):
+    """The server asks for the export to be split into more parts."""
+
+
+class Loader:
+    def __init__(self, base: str, token: str, app: int, pause: float):
+        self.base, self.app, self.pause = base, app, pause
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"OAuth {token}"
+        if pause > 0:
+            adapter = SmallReceiveBuffer()
+            self.session.mount("http://", adapter)
+            self.session.mount("https://", adapter)
+        self.requests = 0
+        self.accepted = 0
+        self.parts = 1
+        self.gzip = True
+        self.prepared = True
+
+    def download_day(self, day: datetime.date) -> list:
+        params = {
+            "application_id": self.app,
+            "date_since": f"{day} 00:00:00",
+            "date_until": f"{day} 23:59:59",
+            "fields": ",".join(FIELDS),
+        }
+        parts = 1
+        while True:
+            try:
+                if parts == 1:
+                    return self.download(day, params)
+                rows = []
+                for number in range(parts):
+                    part = dict(params, parts_count=parts, part_number=number)
+                    rows.extend(self.download(f"{day} part {number}/{parts}", part))
+                return rows
+            except MoreParts:
+                if parts >= MAX_PARTS:
+                    sys.exit(f"{day}: the server still asks for more parts than {MAX_PARTS}")
+                parts *= 2
+                self.parts = max(self.parts, parts)
+
+    def download(self, what, params: dict) -> list:
+        """One export's rows: the request repeated while it is answered 202."""
+        url = f"{self.base}/logs/v1/export/errors.csv"
+        started = time.monotonic()
+        while True:
+            self.requests += 1
+            with self.session.get(
+                url, params=params, stream=True, headers={"Accept-Encoding": "gzip"}, timeout=120
+            ) as response:
+                if response.status_code == 202:
+                    self.accepted += 1
+                    delay = retry_after(response.headers.get("Retry-After"))
+                    response.content  # the progress, read to keep the connection
+                    if time.monotonic() - started + delay > MAX_PREPARING_SECONDS:
+                        sys.exit(f"{what}: still being prepared after {MAX_PREPARING_SECONDS} s")
+                    time.sleep(delay)
+                    continue
+                if response.status_code != 200:
+                    message = error_message(response)
+                    if response.status_code == 400 and MORE_PARTS in message:
+                        raise MoreParts()
+                    sys.exit(f"{what}: {response.status_code} {message}")
+                self.gzip &= response.headers.get("Content-Encoding") == "gzip"
+                self.prepared &= "Content-Length" in response.headers and "ETag" in response.headers
+                return self.read_rows(what, response)
+
+    def read_rows(self, what, response: requests.Response) -> list:
         response.raw.decode_content = True
         rows = []
         chunks = pandas.read_csv(response.raw, chunksize=CHUNK_ROWS, dtype=str, keep_default_na=False)
         for chunk in chunks:
             if list(chunk.columns) != FIELDS:
-                sys.exit(f"{day}: the header is {list(chunk.columns)}, not the fields asked for")
+                sys.exit(f"{what}: the header is {list(chunk.columns)}, not the fields asked for")
             rows.extend(chunk.itertuples(index=False, name=None))
-    return rows, gzipped
+            if self.pause > 0:
+                # Inserting the chunk into a database.
+                time.sleep(self.pause)
+        return rows
+
+
+def retry_after(value) -> float:
+    """Seconds to wait: `Retry-After` as seconds (a float too) or an HTTP date; 1 if absent."""
+    if not value:
+        return 1.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def error_message(response: requests.Response) -> str:
+    try:
+        return str(response.json().get("message", ""))
+    except ValueError:
+        return response.text[:500]
 
 
 def expected_day(connection, root: str, app: int, day: datetime.date) -> list:
@@ -79,20 +193,28 @@ def expected_day(connection, root: str, app: int, day: datetime.date) -> list:
 def main() -> None:
     base, token, root = sys.argv[1], sys.argv[2], sys.argv[3]
     app, first, days = int(sys.argv[4]), datetime.date.fromisoformat(sys.argv[5]), int(sys.argv[6])
-    session = requests.Session()
-    session.headers["Authorization"] = f"OAuth {token}"
+    pause = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
+    loader = Loader(base, token, app, pause)
     connection = duckdb.connect()
-    total, all_gzipped = 0, True
+    total = 0
     for offset in range(days):
         day = first + datetime.timedelta(days=offset)
-        got, gzipped = download_day(session, base, app, day)
+        got = loader.download_day(day)
         expected = expected_day(connection, root, app, day)
         if sorted(got) != sorted(tuple(row) for row in expected):
             missing = len(set(expected) - set(got))
             sys.exit(f"{day}: downloaded {len(got)} rows, DuckDB computes {len(expected)} ({missing} missing)")
         total += len(got)
-        all_gzipped &= gzipped
-    print(json.dumps({"days": days, "requests": days, "rows": total, "gzip": all_gzipped}))
+    report = {
+        "days": days,
+        "requests": loader.requests,
+        "accepted": loader.accepted,
+        "parts": loader.parts,
+        "rows": total,
+        "gzip": loader.gzip,
+        "prepared": loader.prepared,
+    }
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

@@ -148,6 +148,15 @@ fn error_response(status: StatusCode, cases: &[(Problem, &str)]) -> ApiResponse 
             ),
         );
     }
+    if status == StatusCode::RANGE_NOT_SATISFIABLE {
+        response = response.header(
+            "Content-Range",
+            header_of(
+                ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^bytes \*/[0-9]+$")),
+                "`bytes */<length>`: the length of the prepared export.",
+            ),
+        );
+    }
     if status == StatusCode::METHOD_NOT_ALLOWED {
         response = response.header(
             "Allow",
@@ -245,6 +254,23 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             ApiError::BadRequest("an HTTP/1.1 request needs exactly one valid Host header"),
             "The request itself is malformed: an HTTP/1.1 request without exactly one valid Host.",
         ),
+        (
+            ApiError::TooLargeToPrepare { max_bytes: 1 << 30 },
+            "A prepared export grew beyond the server's maximum (`--prepared-max-size`); the message \
+             ends with `Try to use more parts.`: split the export with `parts_count` and `part_number`.",
+        ),
+        (
+            ApiError::SpoolFull { retry_after },
+            "The spool of prepared exports is full (`--spool-max-size`) with exports still being prepared.",
+        ),
+        (
+            ApiError::SpoolUnavailable { detail: String::new(), retry_after },
+            "The spool of prepared exports cannot be written or read (a full disk, a failing bucket).",
+        ),
+        (
+            ApiError::RangeNotSatisfiable { length: 1000 },
+            "A `Range` that starts beyond the end of a prepared export; `Content-Range` gives its length.",
+        ),
     ];
     // Every kind of error must have an example: a new variant fails to compile here.
     for (error, _) in &examples {
@@ -262,6 +288,10 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             | ApiError::ServerBusy { .. }
             | ApiError::IdentityProviderUnavailable { .. }
             | ApiError::FirstByteTimeout { .. }
+            | ApiError::TooLargeToPrepare { .. }
+            | ApiError::SpoolFull { .. }
+            | ApiError::SpoolUnavailable { .. }
+            | ApiError::RangeNotSatisfiable { .. }
             | ApiError::Internal(_) => {}
             ApiError::Engine(
                 Engine::InvalidRequest(_)
@@ -291,6 +321,7 @@ mod tests {
                 "NotFound",
                 "MethodNotAllowed",
                 "URITooLong",
+                "RangeNotSatisfiable",
                 "TooManyRequests",
                 "RequestHeaderFieldsTooLarge",
                 "InternalServerError",

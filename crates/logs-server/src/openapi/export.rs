@@ -110,7 +110,53 @@ pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
             parameters.push(filter_parameter(alias, field));
         }
     }
+    parameters.extend(prepared_export_headers());
     parameters
+}
+
+/// The request headers of prepared exports (see `crate::prepared`); a server without a spool
+/// ignores them.
+fn prepared_export_headers() -> Vec<Parameter> {
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    let header = |name: &str, description: &str, example: &str| {
+        ParameterBuilder::new()
+            .name(name)
+            .parameter_in(ParameterIn::Header)
+            .required(Required::False)
+            .description(Some(description))
+            .schema(Some(text()))
+            .example(Some(json!(example)))
+            .build()
+    };
+    vec![
+        header(
+            "Prefer",
+            "`respond-async` (RFC 7240) asks for a prepared export: 202 while it is being prepared, \
+             then 200 with the file. `wait=N` waits up to N seconds before answering 202.",
+            "respond-async",
+        ),
+        header(
+            "Range",
+            "One byte range of a prepared export (206), to resume a broken download; several ranges, or \
+             one that does not parse, are ignored.",
+            "bytes=1048576-",
+        ),
+        header(
+            "If-Range",
+            "The `ETag` the `Range` is valid for; another gives the whole export.",
+            "\"0123\"",
+        ),
+        header(
+            "If-None-Match",
+            "`ETag`s already held: 304 when the prepared export is one of them.",
+            "\"0123\"",
+        ),
+        header(
+            "Cache-Control",
+            "`no-cache` prepares a fresh export instead of serving one prepared earlier.",
+            "no-cache",
+        ),
+    ]
 }
 
 /// The shape of a date or date and time; impossible dates (`2026-02-30`) are refused too.

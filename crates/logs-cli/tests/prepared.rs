@@ -1,0 +1,144 @@
+//! `logs serve` with prepared exports: killed in the middle of a job, then started again on the
+//! same spool, it serves the export that was complete before the crash and prepares again the
+//! one that was not — never serving a part of it; with its spool in a bucket (moto on
+//! loopback), it serves ranges and the gzip copy from there, also after a restart.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::*;
+use logs_testkit::s3::S3Server;
+
+fn spool_files(spool: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(spool)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Repeats the GET while it answers 202; the first other answer.
+async fn until_done(client: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let response =
+            client.get(url).header("Authorization", format!("OAuth {token}")).send().await.unwrap();
+        if response.status() != 202 {
+            return response;
+        }
+        assert!(Instant::now() < deadline, "still 202 after 120 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_incomplete_one() {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = logs_generate::GenerateOptions::new(data.path());
+    options.rows = 60_000;
+    options.days = 1;
+    options.threads = 2;
+    logs_generate::generate(&options).unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let spool_arg = spool.path().display().to_string();
+    let flags = ["--spool", &spool_arg, "--prepare", "always", "--prepared-retry-after", "1s"];
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+
+    let small = "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,os_name&limit=100";
+    let large =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    let served = serve_with(data.path(), &flags, std::process::Stdio::null());
+    let url = |served: &Served, target: &str| format!("{}/logs/v1/export/{target}", served.base);
+
+    let done = until_done(&client, &url(&served, small), &served.token).await;
+    assert_eq!(done.status(), 200);
+    let etag = done.headers()["etag"].clone();
+    let small_body = done.bytes().await.unwrap();
+    let complete = spool_files(spool.path());
+    assert_eq!(complete.len(), 3, "{complete:?}");
+
+    // The large export's job starts; the process is killed once its copies are being written.
+    let first = client.get(url(&served, large)).header("Authorization", format!("OAuth {}", served.token));
+    assert_eq!(first.send().await.unwrap().status(), 202);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !spool_files(spool.path()).iter().any(|name| name.contains('#')) {
+        assert!(Instant::now() < deadline, "the job wrote nothing: {:?}", spool_files(spool.path()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+    drop(served);
+    let left = spool_files(spool.path());
+    assert!(left.iter().any(|name| name.contains('#')), "the crash left the unfinished write: {left:?}");
+    assert!(!left.iter().any(|name| name.ends_with(".manifest.json") && !complete.contains(name)));
+
+    // Started again: the unfinished write is gone, the complete export is served at once.
+    let served = serve_with(data.path(), &flags, std::process::Stdio::null());
+    assert_eq!(spool_files(spool.path()), complete);
+    let again = client.get(url(&served, small)).header("Authorization", format!("OAuth {}", served.token));
+    let again = again.send().await.unwrap();
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.headers()["etag"], etag);
+    assert_eq!(again.bytes().await.unwrap(), small_body);
+    // The large export is prepared from the start, and is then exactly what `logs export` writes.
+    let restart = client.get(url(&served, large)).header("Authorization", format!("OAuth {}", served.token));
+    assert_eq!(restart.send().await.unwrap().status(), 202);
+    let done = until_done(&client, &url(&served, large), &served.token).await;
+    assert_eq!(done.status(), 200);
+    let body = done.bytes().await.unwrap();
+    let expected = export(data.path(), large);
+    assert!(body.len() > 10_000_000, "{}", body.len());
+    assert!(body == expected, "{} bytes prepared, {} from logs export", body.len(), expected.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restart() {
+    let s3 = S3Server::start();
+    s3.create_bucket("spool");
+    let env = s3.env();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let flags = ["--spool", "s3://spool/prepared", "--prepare", "always", "--prepared-retry-after", "1s"];
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let target = "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-14&fields=error_id,error,os_name";
+    let expected = export(&data, target);
+
+    let served = serve_env(data.as_os_str(), &flags, std::process::Stdio::null(), &env);
+    let url = format!("{}/logs/v1/export/{target}", served.base);
+    let done = until_done(&client, &url, &served.token).await;
+    assert_eq!(done.status(), 200);
+    let etag = done.headers()["etag"].clone();
+    assert!(done.bytes().await.unwrap() == expected);
+    let auth = format!("OAuth {}", served.token);
+    let tail =
+        client.get(&url).header("Authorization", &auth).header("Range", "bytes=1000-").send().await.unwrap();
+    assert_eq!(tail.status(), 206);
+    assert!(tail.bytes().await.unwrap() == expected[1000..]);
+    drop(served);
+
+    // Started again: the export is in the bucket, complete, and served at once.
+    let served = serve_env(data.as_os_str(), &flags, std::process::Stdio::null(), &env);
+    let url = format!("{}/logs/v1/export/{target}", served.base);
+    let auth = format!("OAuth {}", served.token);
+    let again = client.get(&url).header("Authorization", &auth).send().await.unwrap();
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.headers()["etag"], etag);
+    assert!(again.bytes().await.unwrap() == expected);
+    let gz = client
+        .get(&url)
+        .header("Authorization", &auth)
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gz.headers()["content-encoding"], "gzip");
+    let compressed = gz.bytes().await.unwrap();
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(compressed.as_ref()), &mut plain).unwrap();
+    assert!(plain == expected);
+}

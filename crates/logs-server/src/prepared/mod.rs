@@ -1,0 +1,591 @@
+//! Prepared exports: an export computed in the background into the spool, then served as a
+//! file — with its length, a strong `ETag`, ranges to resume a broken download, `304`, and a
+//! gzip copy made once — for clients that read slowly, lose connections or repeat requests.
+//!
+//! Off unless the operator gives a spool ([`PreparedConfig`]); then, per request:
+//!
+//! ```text
+//! policy `requested` (default): Prefer: respond-async  → prepared
+//!                               Range / If-None-Match / If-Range, complete export in the spool → served from it
+//!                               anything else          → streamed, as without a spool
+//! policy `always`:              every export           → prepared
+//! ```
+//!
+//! A prepared request, by its key (everything that changes the bytes, see [`key`]):
+//! - complete in the spool and not expired → the file ([`download`]);
+//! - being prepared → `202 Accepted`, `Retry-After` and how far the job has got: a repeated
+//!   request joins the job, whoever sends it (each caller's rights are checked before);
+//! - its job failed → that failure's status and JSON body, once; the next request starts again;
+//! - otherwise → a new job (counted against the per-token and global export limits: 429 or
+//!   503 when they are reached) and `202`.
+//!
+//! `Cache-Control: no-cache` skips a complete export and starts a fresh job. `Prefer: wait=N`
+//! waits up to N seconds (at most the first-byte timeout) for the job before answering `202`.
+//! A job whose export grows beyond `max_export_bytes` fails with 400 "… Try to use more
+//! parts." so that a client splits it with `parts_count` and `part_number`.
+//!
+//! Jobs run to their end whether or not anyone asks again; only complete exports are ever
+//! served (see [`spool`] for what a crash leaves and how it is swept).
+
+mod download;
+mod spool;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use logs_core::{DatasetLocation, ExportRequest, S3Options};
+use logs_format::{Format, JsonIntegers};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::auth::Caller;
+use crate::config::ConfigError;
+use crate::error::{ApiError, Problem};
+use crate::export;
+use crate::server::WriteStall;
+use crate::state::AppState;
+use spool::{Manifest, ReadError, Spool};
+
+/// When exports are prepared rather than streamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreparePolicy {
+    /// When the request says `Prefer: respond-async`.
+    #[default]
+    Requested,
+    /// Always: for clients written for the original API, which repeat a request on `202`
+    /// without asking for it.
+    Always,
+}
+
+/// The operator's settings of prepared exports.
+#[derive(Debug, Clone)]
+pub struct PreparedConfig {
+    pub policy: PreparePolicy,
+    /// A local folder or an `s3://bucket/prefix` (with the dataset's S3 settings).
+    pub spool: DatasetLocation,
+    /// How long a complete export is served (and reused) after it was prepared.
+    pub ttl: Duration,
+    /// The most bytes the spool holds, both copies of every export counted.
+    pub max_spool_bytes: u64,
+    /// The largest prepared export (its plain bytes); larger: 400 "Try to use more parts.".
+    pub max_export_bytes: Option<u64>,
+    /// The `Retry-After` of `202`.
+    pub retry_after: Duration,
+    /// How long a client downloading a complete export may read nothing before its connection
+    /// is closed (streamed exports keep the server's write timeout).
+    pub download_write_timeout: Duration,
+}
+
+impl PreparedConfig {
+    /// Policy `requested`, kept 1 hour, 10 GiB in all, no size limit per export, `Retry-After: 5`,
+    /// 15 minutes of download stall.
+    pub fn new(spool: DatasetLocation) -> PreparedConfig {
+        PreparedConfig {
+            policy: PreparePolicy::Requested,
+            spool,
+            ttl: Duration::from_secs(3600),
+            max_spool_bytes: 10 << 30,
+            max_export_bytes: None,
+            retry_after: Duration::from_secs(5),
+            download_write_timeout: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// Prepared exports: the spool and the jobs running (see the module documentation).
+#[derive(Debug)]
+pub struct Prepared {
+    config: PreparedConfig,
+    spool: Spool,
+    jobs: Mutex<HashMap<String, Job>>,
+}
+
+#[derive(Debug)]
+enum Job {
+    Running(Arc<Progress>),
+    /// What the next request for it is answered.
+    Failed(Problem),
+}
+
+/// What a prepared request finds in the table of jobs.
+enum Joined {
+    Running(Arc<Progress>),
+    Failed(Problem),
+    Complete,
+}
+
+/// How far a job has got.
+#[derive(Debug)]
+struct Progress {
+    started: Instant,
+    rows: AtomicU64,
+    bytes: AtomicU64,
+    /// Turns true when the job has ended, either way.
+    ended: watch::Sender<bool>,
+}
+
+/// The body of `202 Accepted`.
+#[derive(Debug, Serialize)]
+struct Preparing {
+    status: &'static str,
+    /// Rows and bytes (of the plain copy) written so far.
+    rows: u64,
+    bytes: u64,
+    /// Since the job started.
+    seconds: f64,
+}
+
+impl Prepared {
+    /// Opens (and sweeps) the spool; starts the sweep of expired exports, every minute at most.
+    pub async fn open(config: PreparedConfig, s3: &S3Options) -> Result<Arc<Prepared>, ConfigError> {
+        if config.ttl.is_zero() {
+            return Err(ConfigError::Invalid("the spool's time to keep exports must be above zero".into()));
+        }
+        let spool = Spool::open(&config.spool, s3, config.ttl, config.max_spool_bytes).await?;
+        let prepared = Arc::new(Prepared { config, spool, jobs: Mutex::default() });
+        let period = (prepared.config.ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let weak = Arc::downgrade(&prepared);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let Some(prepared) = weak.upgrade() else { break };
+                prepared.spool.expire().await;
+            }
+        });
+        Ok(prepared)
+    }
+
+    pub fn config(&self) -> &PreparedConfig {
+        &self.config
+    }
+
+    /// The answer to an export request that the policy prepares, or `None` for one to stream.
+    /// The caller's rights on the application have been checked.
+    pub async fn respond(
+        self: &Arc<Self>,
+        state: &AppState,
+        format: Format,
+        request: &ExportRequest,
+        caller: &Caller,
+        headers: &HeaderMap,
+        stall: Option<&WriteStall>,
+    ) -> Result<Option<Response>, ApiError> {
+        let preferences = Preferences::of(headers);
+        let asked = self.config.policy == PreparePolicy::Always || preferences.respond_async;
+        let conditional = [header::RANGE, header::IF_NONE_MATCH, header::IF_RANGE]
+            .iter()
+            .any(|name| headers.contains_key(name));
+        if !asked && !conditional {
+            return Ok(None);
+        }
+        let key = key(format, request, state.settings().json_integers);
+        let fresh = no_cache(headers);
+        if !fresh && let Some(response) = self.serve(&key, format, headers, stall).await? {
+            return Ok(Some(response));
+        }
+        if !asked {
+            return Ok(None);
+        }
+        let mut attempts = 0;
+        let progress = loop {
+            attempts += 1;
+            match self.join_or_start(state, format, request, caller, &key, fresh).await? {
+                Joined::Running(progress) => break progress,
+                Joined::Failed(failure) => return Ok(Some(failure.into_response())),
+                // Completed since the spool was looked at.
+                Joined::Complete => {
+                    if let Some(response) = self.serve(&key, format, headers, stall).await? {
+                        return Ok(Some(response));
+                    }
+                    if attempts > 1 {
+                        return Err(ApiError::Internal(format!("prepared export {key} vanished twice")));
+                    }
+                }
+            }
+        };
+        if let Some(wait) = preferences.wait {
+            let wait = wait.min(state.settings().first_byte_timeout);
+            let mut ended = progress.ended.subscribe();
+            let _ = tokio::time::timeout(wait, ended.wait_for(|ended| *ended)).await;
+            if *ended.borrow() {
+                if let Some(response) = self.serve(&key, format, headers, stall).await? {
+                    return Ok(Some(response));
+                }
+                let failed = self.take_failure(&key);
+                if let Some(failure) = failed {
+                    return Ok(Some(failure.into_response()));
+                }
+            }
+        }
+        Ok(Some(self.accepted(&progress, preferences.respond_async)))
+    }
+
+    /// The complete export `key`, if the spool has it.
+    async fn serve(
+        &self,
+        key: &str,
+        format: Format,
+        headers: &HeaderMap,
+        stall: Option<&WriteStall>,
+    ) -> Result<Option<Response>, ApiError> {
+        let Some(manifest) = self.spool.lookup(key) else { return Ok(None) };
+        match download::respond(&self.spool, &manifest, format, headers).await {
+            Ok(response) => {
+                if let Some(stall) = stall {
+                    stall.allow(self.config.download_write_timeout);
+                }
+                Ok(Some(response))
+            }
+            Err(ReadError::Gone) => {
+                self.spool.remove(key).await;
+                Ok(None)
+            }
+            Err(ReadError::Failed(e)) => Err(e),
+        }
+    }
+
+    /// The running job of `key`, or a new one; or the failure of its last job, once; or
+    /// `Complete` if its job has completed since the spool was looked at.
+    async fn join_or_start(
+        self: &Arc<Self>,
+        state: &AppState,
+        format: Format,
+        request: &ExportRequest,
+        caller: &Caller,
+        key: &str,
+        fresh: bool,
+    ) -> Result<Joined, ApiError> {
+        {
+            let mut jobs = self.lock();
+            match jobs.remove(key) {
+                Some(Job::Running(progress)) => {
+                    jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
+                    return Ok(Joined::Running(progress));
+                }
+                Some(Job::Failed(problem)) => return Ok(Joined::Failed(problem)),
+                // A job commits its export before it leaves the table: under the table's lock,
+                // an export without a job is either complete or not started.
+                None if !fresh && self.spool.lookup(key).is_some() => return Ok(Joined::Complete),
+                None => {}
+            }
+        }
+        if fresh {
+            self.spool.remove(key).await;
+        }
+        let permit = state.limiter().acquire(caller.token)?;
+        let (ended, _) = watch::channel(false);
+        let progress = Arc::new(Progress {
+            started: Instant::now(),
+            rows: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            ended,
+        });
+        {
+            let mut jobs = self.lock();
+            // Another request may have started it while the spool was being cleared.
+            if let Some(Job::Running(running)) = jobs.get(key) {
+                return Ok(Joined::Running(Arc::clone(running)));
+            }
+            jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
+        }
+        let job = JobRun {
+            prepared: Arc::clone(self),
+            state: state.clone(),
+            format,
+            request: request.clone(),
+            key: key.to_owned(),
+            progress: Arc::clone(&progress),
+        };
+        tracing::info!(key, application_id = request.application_id(), "preparing an export");
+        tokio::spawn(job.run(permit));
+        Ok(Joined::Running(progress))
+    }
+
+    fn take_failure(&self, key: &str) -> Option<Problem> {
+        let mut jobs = self.lock();
+        match jobs.remove(key) {
+            Some(Job::Failed(problem)) => Some(problem),
+            Some(running) => {
+                jobs.insert(key.to_owned(), running);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn accepted(&self, progress: &Progress, preference_applied: bool) -> Response {
+        let body = Preparing {
+            status: "preparing",
+            rows: progress.rows.load(Ordering::Relaxed),
+            bytes: progress.bytes.load(Ordering::Relaxed),
+            seconds: (progress.started.elapsed().as_millis() as f64) / 1000.0,
+        };
+        let mut response = (StatusCode::ACCEPTED, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after.as_secs().max(1)));
+        if preference_applied {
+            headers.insert("preference-applied", HeaderValue::from_static("respond-async"));
+        }
+        response
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes of complete exports in the spool, bytes running jobs have written, and jobs running.
+    pub fn usage(&self) -> (u64, u64, usize) {
+        let (stored, reserved) = self.spool.usage();
+        let running = self.lock().values().filter(|job| matches!(job, Job::Running(_))).count();
+        (stored, reserved, running)
+    }
+
+    /// The Prometheus families of the spool and the jobs, for the admin API's `/metrics`.
+    pub fn metrics_text(&self) -> String {
+        let (stored, reserved, running) = self.usage();
+        format!(
+            "# HELP logs_spool_bytes Bytes of complete prepared exports in the spool (both copies).\n\
+             # TYPE logs_spool_bytes gauge\nlogs_spool_bytes {stored}\n\
+             # HELP logs_spool_reserved_bytes Bytes that running jobs have written to the spool so far.\n\
+             # TYPE logs_spool_reserved_bytes gauge\nlogs_spool_reserved_bytes {reserved}\n\
+             # HELP logs_prepared_jobs_running Exports being prepared now.\n\
+             # TYPE logs_prepared_jobs_running gauge\nlogs_prepared_jobs_running {running}\n"
+        )
+    }
+}
+
+/// One job: the export written into the spool.
+struct JobRun {
+    prepared: Arc<Prepared>,
+    state: AppState,
+    format: Format,
+    request: ExportRequest,
+    key: String,
+    progress: Arc<Progress>,
+}
+
+impl JobRun {
+    async fn run(self, permit: crate::limits::ExportPermit) {
+        let result = self.prepare(permit).await;
+        let mut jobs = self.prepared.lock();
+        match result {
+            Ok(rows) => {
+                tracing::info!(key = %self.key, rows, "export prepared");
+                jobs.remove(&self.key);
+            }
+            Err(problem) => {
+                let detail = problem.detail.clone().unwrap_or_else(|| problem.message.clone());
+                tracing::warn!(key = %self.key, status = problem.status.as_u16(), %detail, "preparing an export failed");
+                jobs.insert(self.key.clone(), Job::Failed(problem));
+            }
+        }
+        drop(jobs);
+        self.progress.ended.send_replace(true);
+    }
+
+    /// Runs the export into the spool; the rows written.
+    async fn prepare(&self, permit: crate::limits::ExportPermit) -> Result<u64, Problem> {
+        let prepared = &self.prepared;
+        let mut started = export::start(&self.state, self.format, &self.request, permit, None)
+            .await
+            .map_err(|e| e.problem())?;
+        let extension = plain_extension(self.format);
+        let mut writer = prepared.spool.writer(&self.key, extension, self.state.settings().gzip_level);
+        let mut reserved = 0;
+        let written: Result<(), Problem> = async {
+            while let Some(chunk) = started.chunks.next_chunk().await? {
+                let length = chunk.len() as u64;
+                if let Some(max) = prepared.config.max_export_bytes
+                    && writer.plain_bytes() + length > max
+                {
+                    return Err(ApiError::TooLargeToPrepare { max_bytes: max }.problem());
+                }
+                let write = writer.write(&prepared.spool, chunk, prepared.config.retry_after);
+                reserved += write.await.map_err(|e| e.problem())?;
+                self.progress.bytes.store(writer.plain_bytes(), Ordering::Relaxed);
+                self.progress.rows.store(started.rows.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            Ok(())
+        }
+        .await;
+        let result = match written {
+            Ok(()) => {
+                self.progress.rows.store(started.rows.load(Ordering::Relaxed), Ordering::Relaxed);
+                self.commit(writer, started.skipped).await
+            }
+            Err(problem) => {
+                // The export is dropped first (which cancels it), then its copies.
+                drop(started);
+                writer.abort().await;
+                Err(problem)
+            }
+        };
+        prepared.spool.release(reserved);
+        result
+    }
+
+    /// Completes the copies and writes the manifest; on failure, deletes whatever was written.
+    async fn commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
+        let committed = self.try_commit(writer, skipped).await;
+        if committed.is_err() {
+            self.prepared.spool.discard(&self.key, plain_extension(self.format)).await;
+        }
+        committed
+    }
+
+    async fn try_commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
+        let (plain, gzip, _) = writer.finish().await.map_err(|e| e.problem())?;
+        let rows = self.progress.rows.load(Ordering::Relaxed);
+        let manifest = Manifest {
+            version: 1,
+            key: self.key.clone(),
+            extension: plain_extension(self.format).into(),
+            created: spool::now(),
+            rows,
+            skipped_shards: skipped as u64,
+            plain,
+            gzip,
+        };
+        self.prepared.spool.commit(manifest).await.map_err(|e| e.problem())?;
+        Ok(rows)
+    }
+}
+
+fn plain_extension(format: Format) -> &'static str {
+    match format {
+        Format::Csv => "csv",
+        Format::Json => "json",
+    }
+}
+
+/// The key of an export in the spool: the SHA-256 (hex) of everything that changes its bytes —
+/// the format, the application, range and dimension, the columns (names as requested, and
+/// what each is made of), the filters (in a fixed order), the limit, the BOM, the skip policy,
+/// the parts, how JSON writes integers, and this program's version.
+pub fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
+    let mut filters: Vec<String> =
+        request.filters().iter().map(|f| format!("{:?}={:?}", f.field, f.value)).collect();
+    filters.sort();
+    let text = format!(
+        "logs-export {}\nformat {format:?}\njson integers {json_integers:?}\napplication {}\nrange {:?}\n\
+         dimension {:?}\ncolumns {:?}\nfilters {filters:?}\nlimit {:?}\nbom {}\nskip {}\nparts {:?}",
+        env!("CARGO_PKG_VERSION"),
+        request.application_id(),
+        request.range(),
+        request.date_dimension(),
+        request.columns(),
+        request.limit(),
+        request.use_utf8_bom(),
+        request.skip_unavailable_shards(),
+        request.parts(),
+    );
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The preferences of RFC 7240 that prepared exports honour.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Preferences {
+    respond_async: bool,
+    wait: Option<Duration>,
+}
+
+impl Preferences {
+    fn of(headers: &HeaderMap) -> Preferences {
+        let mut preferences = Preferences::default();
+        for value in headers.get_all("prefer").iter().filter_map(|v| v.to_str().ok()) {
+            for preference in value.split(',') {
+                let token = preference.split(';').next().unwrap_or("").trim();
+                let (name, value) = match token.split_once('=') {
+                    Some((name, value)) => (name.trim(), Some(value.trim().trim_matches('"'))),
+                    None => (token, None),
+                };
+                if name.eq_ignore_ascii_case("respond-async") {
+                    preferences.respond_async = true;
+                } else if name.eq_ignore_ascii_case("wait")
+                    && let Some(seconds) = value.and_then(|v| v.parse::<u64>().ok())
+                {
+                    preferences.wait = Some(Duration::from_secs(seconds));
+                }
+            }
+        }
+        preferences
+    }
+}
+
+/// `Cache-Control: no-cache` (or `Pragma: no-cache`): a fresh export.
+fn no_cache(headers: &HeaderMap) -> bool {
+    [header::CACHE_CONTROL, header::PRAGMA].iter().any(|name| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|value| value.split(',').any(|directive| directive.trim().eq_ignore_ascii_case("no-cache")))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logs_core::RequestPolicy;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn preferences_are_read_as_rfc_7240_writes_them() {
+        assert_eq!(Preferences::of(&headers(&[])), Preferences::default());
+        let p = Preferences::of(&headers(&[("prefer", "respond-async, wait=10")]));
+        assert_eq!(p, Preferences { respond_async: true, wait: Some(Duration::from_secs(10)) });
+        let p = Preferences::of(&headers(&[("prefer", "return=minimal"), ("prefer", "Respond-Async; x=1")]));
+        assert_eq!(p, Preferences { respond_async: true, wait: None });
+        let p = Preferences::of(&headers(&[("prefer", "wait=\"3\", respond-asynchronously")]));
+        assert_eq!(p, Preferences { respond_async: false, wait: Some(Duration::from_secs(3)) });
+        assert!(no_cache(&headers(&[("cache-control", "max-age=0, No-Cache")])));
+        assert!(no_cache(&headers(&[("pragma", "no-cache")])));
+        assert!(!no_cache(&headers(&[("cache-control", "no-store")])));
+    }
+
+    #[test]
+    fn the_key_changes_with_what_changes_the_bytes_and_not_with_the_filters_order() {
+        let policy = RequestPolicy::default();
+        let base = "application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error_id,os_name";
+        let key_of = |query: &str, format| {
+            key(format, &ExportRequest::parse(query, &policy).unwrap(), JsonIntegers::default())
+        };
+        let one = key_of(&format!("{base}&os_name=android&app_version_name=1.0"), Format::Csv);
+        assert_eq!(one, key_of(&format!("{base}&app_version_name=1.0&os_name=android"), Format::Csv));
+        assert_eq!(one.len(), 64);
+        assert!(one.bytes().all(|b| b.is_ascii_hexdigit()));
+        let others = [
+            key_of(&format!("{base}&os_name=android&app_version_name=1.0"), Format::Json),
+            key_of(&format!("{base}&os_name=ios&app_version_name=1.0"), Format::Csv),
+            key_of(&format!("{base},error_name&os_name=android&app_version_name=1.0"), Format::Csv),
+            key_of(&format!("{base}&os_name=android&app_version_name=1.0&limit=5"), Format::Csv),
+            key_of(&format!("{base}&os_name=android&app_version_name=1.0&use_utf8_bom=true"), Format::Csv),
+            key_of(
+                &format!("{base}&os_name=android&app_version_name=1.0&parts_count=2&part_number=0"),
+                Format::Csv,
+            ),
+            key_of(
+                &format!("{base}&os_name=android&app_version_name=1.0&date_dimension=receive"),
+                Format::Csv,
+            ),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(&one, other, "case {i}");
+        }
+    }
+}
