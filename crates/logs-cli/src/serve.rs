@@ -152,6 +152,10 @@ struct PreparedArgs {
     /// How long a client downloading a prepared export may read nothing before it is cut off.
     #[arg(long, env = "LOGS_DOWNLOAD_WRITE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
     download_write_timeout: Duration,
+    /// How long a job's lease in the spool lasts unless renewed: how soon another replica
+    /// sharing the spool takes over the job of one that died.
+    #[arg(long, env = "LOGS_SPOOL_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    spool_lease_ttl: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -174,6 +178,7 @@ impl PreparedArgs {
             max_export_bytes: self.prepared_max_size.map(|n| n as u64),
             retry_after: self.prepared_retry_after,
             download_write_timeout: self.download_write_timeout,
+            lease_ttl: self.spool_lease_ttl,
             ..PreparedConfig::new(spool)
         }))
     }

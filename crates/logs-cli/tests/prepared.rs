@@ -45,7 +45,16 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     logs_generate::generate(&options).unwrap();
     let spool = tempfile::tempdir().unwrap();
     let spool_arg = spool.path().display().to_string();
-    let flags = ["--spool", &spool_arg, "--prepare", "always", "--prepared-retry-after", "1s"];
+    let flags = [
+        "--spool",
+        &spool_arg,
+        "--prepare",
+        "always",
+        "--prepared-retry-after",
+        "1s",
+        "--spool-lease-ttl",
+        "2s",
+    ];
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
 
@@ -77,9 +86,9 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     assert!(left.iter().any(|name| name.contains('#')), "the crash left the unfinished write: {left:?}");
     assert!(!left.iter().any(|name| name.ends_with(".manifest.json") && !complete.contains(name)));
 
-    // Started again: the unfinished write is gone, the complete export is served at once.
+    // Started again: the complete export is served at once; the unfinished write is deleted
+    // once the dead job's lease has expired (2 s here), and the export is prepared anew.
     let served = serve_with(data.path(), &flags, std::process::Stdio::null());
-    assert_eq!(spool_files(spool.path()), complete);
     let again = client.get(url(&served, small)).header("Authorization", format!("OAuth {}", served.token));
     let again = again.send().await.unwrap();
     assert_eq!(again.status(), 200);
@@ -88,6 +97,12 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     // The large export is prepared from the start, and is then exactly what `logs export` writes.
     let restart = client.get(url(&served, large)).header("Authorization", format!("OAuth {}", served.token));
     assert_eq!(restart.send().await.unwrap().status(), 202);
+    let dead_job: Vec<String> = left.iter().filter(|name| name.contains('#')).cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while spool_files(spool.path()).iter().any(|name| dead_job.contains(name)) {
+        assert!(Instant::now() < deadline, "the dead job's write stayed: {:?}", spool_files(spool.path()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let done = until_done(&client, &url(&served, large), &served.token).await;
     assert_eq!(done.status(), 200);
     let body = done.bytes().await.unwrap();
@@ -141,4 +156,88 @@ async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restar
     let mut plain = Vec::new();
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(compressed.as_ref()), &mut plain).unwrap();
     assert!(plain == expected);
+}
+
+fn bucket_keys(s3: &S3Server) -> Vec<String> {
+    let mut keys = s3.keys("spool", "prepared/");
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_over_one_bucket_prepare_each_export_once_and_take_over_the_job_of_one_that_died() {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = logs_generate::GenerateOptions::new(data.path());
+    options.rows = 60_000;
+    options.days = 1;
+    options.threads = 2;
+    logs_generate::generate(&options).unwrap();
+    let s3 = S3Server::start();
+    s3.create_bucket("spool");
+    let env = s3.env();
+    let flags = [
+        "--spool",
+        "s3://spool/prepared",
+        "--prepare",
+        "always",
+        "--prepared-retry-after",
+        "1s",
+        "--spool-lease-ttl",
+        "10s",
+    ];
+    let logs = tempfile::tempdir().unwrap();
+    let replica = |name: &str| {
+        let log = std::fs::File::create(logs.path().join(name)).unwrap();
+        serve_env(data.path().as_os_str(), &flags, std::process::Stdio::from(log), &env)
+    };
+    let (a, b) = (replica("a.log"), replica("b.log"));
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let url = |served: &Served, target: &str| format!("{}/logs/v1/export/{target}", served.base);
+    let get = |served: &Served, target: &str| {
+        client.get(url(served, target)).header("Authorization", format!("OAuth {}", served.token)).send()
+    };
+
+    // A prepares (it holds the lease before it answers 202); B, asked the same meanwhile,
+    // answers 202 from A's lease and prepares nothing.
+    let first =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    assert_eq!(get(&a, first).await.unwrap().status(), 202);
+    let joined = get(&b, first).await.unwrap();
+    assert_eq!(joined.status(), 202);
+    let body: serde_json::Value = serde_json::from_slice(&joined.bytes().await.unwrap()).unwrap();
+    assert_eq!(body["status"], "preparing");
+    let done = until_done(&client, &url(&b, first), &b.token).await;
+    assert_eq!(done.status(), 200, "B serves what A prepared");
+    let etag = done.headers()["etag"].clone();
+    let expected = export(data.path(), first);
+    assert!(done.bytes().await.unwrap() == expected);
+    let from_a = get(&a, first).await.unwrap();
+    assert_eq!(from_a.headers()["etag"], etag);
+    // A gives its lease up just after writing the manifest that B found.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bucket_keys(&s3).iter().any(|key| key.ends_with(".lease")) {
+        assert!(Instant::now() < deadline, "the lease stayed: {:?}", bucket_keys(&s3));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let keys = bucket_keys(&s3);
+    assert_eq!(keys.len(), 3, "one manifest and the two copies of one job: {keys:?}");
+    let b_log = std::fs::read_to_string(logs.path().join("b.log")).unwrap();
+    assert!(!b_log.contains("preparing an export"), "B prepared it too:\n{b_log}");
+
+    // A dies in the middle of a job: its lease expires and the next request to B takes it over.
+    let second =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error,error_id";
+    assert_eq!(get(&a, second).await.unwrap().status(), 202);
+    let pid = a.child.id().to_string();
+    assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+    drop(a);
+    assert_eq!(get(&b, second).await.unwrap().status(), 202, "the dead replica's lease is still live");
+    let done = until_done(&client, &url(&b, second), &b.token).await;
+    assert_eq!(done.status(), 200);
+    assert!(done.bytes().await.unwrap() == export(data.path(), second));
+    let b_log = std::fs::read_to_string(logs.path().join("b.log")).unwrap();
+    assert_eq!(b_log.matches("preparing an export").count(), 1, "B took the job over once:\n{b_log}");
+    let keys = bucket_keys(&s3);
+    assert_eq!(keys.len(), 6, "two exports, each a manifest and its job's two copies: {keys:#?}\n{b_log}");
 }

@@ -88,6 +88,27 @@ impl S3Server {
         assert_eq!(status, 200, "PUT /{bucket}");
     }
 
+    /// The keys of `bucket` below `prefix`, every page of ListObjectsV2 followed.
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let between = |text: &str, open: &str, close: &str| -> Vec<String> {
+            text.split(open).skip(1).filter_map(|rest| rest.split(close).next()).map(str::to_owned).collect()
+        };
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut target = format!("/{bucket}?list-type=2&prefix={}", percent_encode(prefix));
+            if let Some(token) = &token {
+                target.push_str(&format!("&continuation-token={}", percent_encode(token)));
+            }
+            let body = get_body(self.addr, &target).expect("list the bucket");
+            keys.extend(between(&body, "<Key>", "</Key>"));
+            token = between(&body, "<NextContinuationToken>", "</NextContinuationToken>").into_iter().next();
+            if token.is_none() {
+                return keys;
+            }
+        }
+    }
+
     /// The variables a child process (`logs …`) needs to use this server.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -120,6 +141,31 @@ for root, _, files in os.walk(folder):
             .output();
         python::checked(output, "upload the dataset with boto3");
     }
+}
+
+/// Every byte but letters, digits and `-._~` as `%XX`.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A GET's response body (the whole response after its head).
+fn get_body(addr: SocketAddr, target: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes())?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    Ok(text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default())
 }
 
 /// Sends one request with an empty body; the response's status.

@@ -26,6 +26,12 @@
 //!
 //! Jobs run to their end whether or not anyone asks again; only complete exports are ever
 //! served (see [`spool`] for what a crash leaves and how it is swept).
+//!
+//! Processes sharing a spool (replicas over one bucket) share its exports: one prepared by
+//! any is served by all, and a job takes the export's lease in the spool first, so that a
+//! request that reaches another replica meanwhile is answered 202 with the job's progress
+//! instead of preparing it again. A replica that dies stops renewing its lease; once it has
+//! expired (`lease_ttl`), the next request takes the job over.
 
 mod download;
 mod spool;
@@ -49,7 +55,7 @@ use crate::error::{ApiError, Problem};
 use crate::export;
 use crate::server::WriteStall;
 use crate::state::AppState;
-use spool::{Manifest, ReadError, Spool};
+use spool::{Claim, Lease, Manifest, ReadError, Spool};
 
 /// When exports are prepared rather than streamed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,11 +85,14 @@ pub struct PreparedConfig {
     /// How long a client downloading a complete export may read nothing before its connection
     /// is closed (streamed exports keep the server's write timeout).
     pub download_write_timeout: Duration,
+    /// How long a job's lease lasts unless renewed (a third of it apart): how soon another
+    /// process sharing the spool takes over the job of one that died.
+    pub lease_ttl: Duration,
 }
 
 impl PreparedConfig {
     /// Policy `requested`, kept 1 hour, 10 GiB in all, no size limit per export, `Retry-After: 5`,
-    /// 15 minutes of download stall.
+    /// 15 minutes of download stall, leases of 30 seconds.
     pub fn new(spool: DatasetLocation) -> PreparedConfig {
         PreparedConfig {
             policy: PreparePolicy::Requested,
@@ -93,6 +102,7 @@ impl PreparedConfig {
             max_export_bytes: None,
             retry_after: Duration::from_secs(5),
             download_write_timeout: Duration::from_secs(15 * 60),
+            lease_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -102,6 +112,8 @@ impl PreparedConfig {
 pub struct Prepared {
     config: PreparedConfig,
     spool: Spool,
+    /// This process, as leases name it.
+    owner: String,
     jobs: Mutex<HashMap<String, Job>>,
 }
 
@@ -117,9 +129,11 @@ enum Joined {
     Running(Arc<Progress>),
     Failed(Problem),
     Complete,
+    /// Another process sharing the spool prepares it.
+    Elsewhere(Preparing),
 }
 
-/// How far a job has got.
+/// How far a job of this process has got.
 #[derive(Debug)]
 struct Progress {
     started: Instant,
@@ -130,7 +144,7 @@ struct Progress {
 }
 
 /// The body of `202 Accepted`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct Preparing {
     status: &'static str,
     /// Rows and bytes (of the plain copy) written so far.
@@ -140,15 +154,32 @@ struct Preparing {
     seconds: f64,
 }
 
+impl Progress {
+    fn preparing(&self) -> Preparing {
+        Preparing {
+            status: "preparing",
+            rows: self.rows.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            seconds: (self.started.elapsed().as_millis() as f64) / 1000.0,
+        }
+    }
+}
+
 impl Prepared {
-    /// Opens (and sweeps) the spool; starts the sweep of expired exports, every minute at most.
+    /// Opens (and sweeps) the spool; starts its periodic sweep, every half of the time to keep
+    /// exports or every lease time, whichever is shorter, from 1 s to 1 min.
     pub async fn open(config: PreparedConfig, s3: &S3Options) -> Result<Arc<Prepared>, ConfigError> {
-        if config.ttl.is_zero() {
-            return Err(ConfigError::Invalid("the spool's time to keep exports must be above zero".into()));
+        if config.ttl.is_zero() || config.lease_ttl < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid(
+                "the spool's time to keep exports must be above zero, and its leases at least 1 s".into(),
+            ));
         }
         let spool = Spool::open(&config.spool, s3, config.ttl, config.max_spool_bytes).await?;
-        let prepared = Arc::new(Prepared { config, spool, jobs: Mutex::default() });
-        let period = (prepared.config.ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let owner = random_hex(8);
+        let prepared = Arc::new(Prepared { config, spool, owner, jobs: Mutex::default() });
+        let period = (prepared.config.ttl / 2)
+            .min(prepared.config.lease_ttl)
+            .clamp(Duration::from_secs(1), Duration::from_secs(60));
         let weak = Arc::downgrade(&prepared);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(period);
@@ -156,7 +187,9 @@ impl Prepared {
             loop {
                 ticks.tick().await;
                 let Some(prepared) = weak.upgrade() else { break };
-                prepared.spool.expire().await;
+                if let Err(e) = prepared.spool.sweep().await {
+                    tracing::warn!(error = %e, "cannot sweep the spool");
+                }
             }
         });
         Ok(prepared)
@@ -199,6 +232,9 @@ impl Prepared {
             match self.join_or_start(state, format, request, caller, &key, fresh).await? {
                 Joined::Running(progress) => break progress,
                 Joined::Failed(failure) => return Ok(Some(failure.into_response())),
+                Joined::Elsewhere(preparing) => {
+                    return Ok(Some(self.accepted(preparing, preferences.respond_async)));
+                }
                 // Completed since the spool was looked at.
                 Joined::Complete => {
                     if let Some(response) = self.serve(&key, format, headers, stall).await? {
@@ -224,7 +260,7 @@ impl Prepared {
                 }
             }
         }
-        Ok(Some(self.accepted(&progress, preferences.respond_async)))
+        Ok(Some(self.accepted(progress.preparing(), preferences.respond_async)))
     }
 
     /// The complete export `key`, if the spool has it.
@@ -235,7 +271,7 @@ impl Prepared {
         headers: &HeaderMap,
         stall: Option<&WriteStall>,
     ) -> Result<Option<Response>, ApiError> {
-        let Some(manifest) = self.spool.lookup(key) else { return Ok(None) };
+        let Some(manifest) = self.spool.find(key).await else { return Ok(None) };
         match download::respond(&self.spool, &manifest, format, headers).await {
             Ok(response) => {
                 if let Some(stall) = stall {
@@ -270,16 +306,26 @@ impl Prepared {
                     return Ok(Joined::Running(progress));
                 }
                 Some(Job::Failed(problem)) => return Ok(Joined::Failed(problem)),
-                // A job commits its export before it leaves the table: under the table's lock,
-                // an export without a job is either complete or not started.
-                None if !fresh && self.spool.lookup(key).is_some() => return Ok(Joined::Complete),
                 None => {}
             }
         }
         if fresh {
             self.spool.remove(key).await;
+        } else if self.spool.find(key).await.is_some() {
+            return Ok(Joined::Complete);
         }
         let permit = state.limiter().acquire(caller.token)?;
+        let lease = match self.spool.claim(key, &self.owner, self.config.lease_ttl).await? {
+            Claim::Owned(lease) => lease,
+            Claim::Held { rows, bytes, seconds } => {
+                return Ok(Joined::Elsewhere(Preparing { status: "preparing", rows, bytes, seconds }));
+            }
+        };
+        // A job commits its export before it gives its lease up: completed just now?
+        if !fresh && self.spool.find(key).await.is_some() {
+            self.spool.give_up(lease).await;
+            return Ok(Joined::Complete);
+        }
         let (ended, _) = watch::channel(false);
         let progress = Arc::new(Progress {
             started: Instant::now(),
@@ -289,10 +335,6 @@ impl Prepared {
         });
         {
             let mut jobs = self.lock();
-            // Another request may have started it while the spool was being cleared.
-            if let Some(Job::Running(running)) = jobs.get(key) {
-                return Ok(Joined::Running(Arc::clone(running)));
-            }
             jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
         }
         let job = JobRun {
@@ -301,10 +343,11 @@ impl Prepared {
             format,
             request: request.clone(),
             key: key.to_owned(),
+            job: random_hex(8),
             progress: Arc::clone(&progress),
         };
-        tracing::info!(key, application_id = request.application_id(), "preparing an export");
-        tokio::spawn(job.run(permit));
+        tracing::info!(key, job = %job.job, application_id = request.application_id(), "preparing an export");
+        tokio::spawn(job.run(permit, lease));
         Ok(Joined::Running(progress))
     }
 
@@ -320,13 +363,7 @@ impl Prepared {
         }
     }
 
-    fn accepted(&self, progress: &Progress, preference_applied: bool) -> Response {
-        let body = Preparing {
-            status: "preparing",
-            rows: progress.rows.load(Ordering::Relaxed),
-            bytes: progress.bytes.load(Ordering::Relaxed),
-            seconds: (progress.started.elapsed().as_millis() as f64) / 1000.0,
-        };
+    fn accepted(&self, body: Preparing, preference_applied: bool) -> Response {
         let mut response = (StatusCode::ACCEPTED, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
@@ -369,12 +406,33 @@ struct JobRun {
     format: Format,
     request: ExportRequest,
     key: String,
+    /// This job's id, in the names of its copies.
+    job: String,
     progress: Arc<Progress>,
 }
 
 impl JobRun {
-    async fn run(self, permit: crate::limits::ExportPermit) {
+    /// Prepares the export while renewing its lease; gives the lease up at the end (after the
+    /// manifest, when it succeeded).
+    async fn run(self, permit: crate::limits::ExportPermit, lease: Lease) {
+        // The renewals run in a task of their own, so that a busy job does not delay them.
+        let (stop, stopped) = watch::channel(false);
+        let renewing =
+            tokio::spawn(renew_lease(Arc::clone(&self.prepared), lease, Arc::clone(&self.progress), stopped));
         let result = self.prepare(permit).await;
+        stop.send_replace(true);
+        // The lease goes before the job leaves the table: a request here meanwhile joins the
+        // job (and then finds the export), one elsewhere finds the export or the failure's end.
+        match renewing.await {
+            Ok(lease) => self.prepared.spool.give_up(lease).await,
+            Err(e) => {
+                tracing::warn!(key = %self.key, error = %e, "the lease's renewal failed; it will expire")
+            }
+        }
+        self.finish(result);
+    }
+
+    fn finish(&self, result: Result<u64, Problem>) {
         let mut jobs = self.prepared.lock();
         match result {
             Ok(rows) => {
@@ -398,7 +456,8 @@ impl JobRun {
             .await
             .map_err(|e| e.problem())?;
         let extension = plain_extension(self.format);
-        let mut writer = prepared.spool.writer(&self.key, extension, self.state.settings().gzip_level);
+        let mut writer =
+            prepared.spool.writer(&self.key, &self.job, extension, self.state.settings().gzip_level);
         let mut reserved = 0;
         let written: Result<(), Problem> = async {
             while let Some(chunk) = started.chunks.next_chunk().await? {
@@ -436,7 +495,7 @@ impl JobRun {
     async fn commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
         let committed = self.try_commit(writer, skipped).await;
         if committed.is_err() {
-            self.prepared.spool.discard(&self.key, plain_extension(self.format)).await;
+            self.prepared.spool.discard(&self.key, &self.job, plain_extension(self.format)).await;
         }
         committed
     }
@@ -445,8 +504,9 @@ impl JobRun {
         let (plain, gzip, _) = writer.finish().await.map_err(|e| e.problem())?;
         let rows = self.progress.rows.load(Ordering::Relaxed);
         let manifest = Manifest {
-            version: 1,
+            version: spool::MANIFEST_VERSION,
             key: self.key.clone(),
+            job: self.job.clone(),
             extension: plain_extension(self.format).into(),
             created: spool::now(),
             rows,
@@ -464,6 +524,36 @@ fn plain_extension(format: Format) -> &'static str {
         Format::Csv => "csv",
         Format::Json => "json",
     }
+}
+
+/// Renews `lease` every third of its time, with the job's progress, until `stop`; then hands
+/// it back.
+async fn renew_lease(
+    prepared: Arc<Prepared>,
+    mut lease: Lease,
+    progress: Arc<Progress>,
+    mut stop: watch::Receiver<bool>,
+) -> Lease {
+    let ttl = prepared.config.lease_ttl;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return lease,
+            () = tokio::time::sleep(ttl / 3) => {
+                let rows = progress.rows.load(Ordering::Relaxed);
+                let bytes = progress.bytes.load(Ordering::Relaxed);
+                if !prepared.spool.renew(&mut lease, ttl, rows, bytes).await {
+                    tracing::warn!("the lease of a running job was lost; the job goes on");
+                }
+            }
+        }
+    }
+}
+
+/// `bytes` random bytes as hex.
+fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut buffer);
+    hex::encode(buffer)
 }
 
 /// The key of an export in the spool: the SHA-256 (hex) of everything that changes its bytes —

@@ -1,27 +1,37 @@
 //! The spool: prepared exports at rest, in a local folder or below a prefix of an object
 //! store, through one `object_store::ObjectStore` either way.
 //!
-//! A prepared export `<key>` (64 hex digits, see [`super::key`]) is three objects:
+//! A prepared export `<key>` (64 hex digits, see [`super::key`]), written by job `<job>` (16
+//! hex digits, one per job), is three objects, and a job in progress holds a fourth:
 //!
 //! ```text
-//! <key>.csv            the export's bytes (or <key>.json)
-//! <key>.csv.gz         the same, gzip-compressed once
-//! <key>.manifest.json  sizes, SHA-256s, rows, time of creation: written last
+//! <key>.<job>.csv      the export's bytes (or .json)
+//! <key>.<job>.csv.gz   the same, gzip-compressed once
+//! <key>.manifest.json  the job, sizes, SHA-256s, rows, time of creation: written last
+//! <key>.lease          who prepares <key> now, until when, and how far it has got
 //! ```
 //!
 //! The manifest is written only after both copies are complete (a local store renames a
 //! finished temporary file into place; S3 completes a multipart upload), so an export is
-//! complete exactly when its manifest exists: opening the spool keeps the exports with a
-//! manifest younger than the time to keep them, and deletes everything else — expired
-//! exports, copies without a manifest (a job cut short by a crash) and, in a local folder,
-//! the temporary files of unfinished writes. The index of complete exports is then kept in
-//! memory; expired entries are deleted as they are found and by a sweep every minute.
+//! complete exactly when its manifest exists, and it names the copies of its own job: two
+//! processes that prepared the same export never mix their bytes.
+//!
+//! The lease makes the processes sharing a spool (replicas over one bucket) prepare each
+//! export once: it is created only if absent (`If-None-Match: *`), renewed by its job, and
+//! taken over (`If-Match` on the expired lease's ETag) when its owner stopped renewing it.
+//!
+//! A sweep, when the spool is opened and then periodically, lists the spool: it keeps the
+//! exports whose manifest is younger than the time to keep them and the objects of exports
+//! whose lease is live, and deletes everything else — expired exports and leases, copies no
+//! manifest names (a job cut short by a crash) and, in a local folder, the temporary files of
+//! unfinished writes. Complete exports are indexed in memory; one prepared by another process
+//! is found in the store when asked for.
 //!
 //! The spool's size is bounded: a job reserves room for each chunk it writes (both copies)
 //! before writing it; when the bound is reached the oldest complete exports are deleted, and
 //! when nothing is left to delete the job fails with 503 `spool_full`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -36,7 +46,10 @@ use futures::{StreamExt, TryStreamExt};
 use logs_core::object_store::buffered::BufWriter;
 use logs_core::object_store::local::LocalFileSystem;
 use logs_core::object_store::path::Path as ObjectPath;
-use logs_core::object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
+use logs_core::object_store::{
+    Error as ObjectStoreError, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutPayload,
+    UpdateVersion,
+};
 use logs_core::{DatasetLocation, S3Options};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -46,7 +59,7 @@ use crate::config::ConfigError;
 use crate::error::ApiError;
 
 /// The manifest's format version: a manifest of another version is not trusted.
-const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 
 /// Bytes each copy buffers before its upload starts (and the size of an upload's parts).
 const WRITE_BUFFER: usize = 8 * 1024 * 1024;
@@ -56,6 +69,8 @@ const WRITE_BUFFER: usize = 8 * 1024 * 1024;
 pub struct Manifest {
     pub version: u32,
     pub key: String,
+    /// The job that wrote the copies.
+    pub job: String,
     /// `csv` or `json`.
     pub extension: String,
     /// When it was completed, in Unix seconds.
@@ -80,6 +95,47 @@ impl Manifest {
     pub fn size(&self) -> u64 {
         self.plain.bytes + self.gzip.bytes
     }
+
+    fn copy_name(&self, gzip: bool) -> String {
+        copy_name(&self.key, &self.job, &self.extension, gzip)
+    }
+}
+
+fn copy_name(key: &str, job: &str, extension: &str, gzip: bool) -> String {
+    format!("{key}.{job}.{extension}{}", if gzip { ".gz" } else { "" })
+}
+
+/// What a lease object holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LeaseBody {
+    owner: String,
+    /// When the job started, and until when the lease lasts: Unix milliseconds.
+    started: u64,
+    expires: u64,
+    rows: u64,
+    bytes: u64,
+}
+
+/// The right to prepare one export, held in the spool until released or expired.
+#[derive(Debug)]
+pub struct Lease {
+    key: String,
+    owner: String,
+    started: u64,
+    /// The lease object's ETag, for renewing it only if it is still ours.
+    e_tag: Option<String>,
+}
+
+/// The outcome of [`Spool::claim`].
+#[derive(Debug)]
+pub enum Claim {
+    Owned(Lease),
+    /// Another process prepares it; how far its last renewal said it had got.
+    Held {
+        rows: u64,
+        bytes: u64,
+        seconds: f64,
+    },
 }
 
 /// The spool (see the module documentation).
@@ -87,6 +143,9 @@ impl Manifest {
 pub struct Spool {
     store: Arc<dyn ObjectStore>,
     prefix: ObjectPath,
+    /// The folder of a local spool (its store cannot update objects conditionally, and hides
+    /// the temporary files of unfinished writes).
+    local_root: Option<PathBuf>,
     ttl: Duration,
     max_bytes: u64,
     index: Mutex<Index>,
@@ -119,7 +178,7 @@ impl Spool {
         max_bytes: u64,
     ) -> Result<Spool, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid(format!("--spool: {message}"));
-        let (store, prefix): (Arc<dyn ObjectStore>, ObjectPath) = match location {
+        let (store, prefix, local_root): (Arc<dyn ObjectStore>, ObjectPath, _) = match location {
             DatasetLocation::Local(folder) => {
                 std::fs::create_dir_all(folder).map_err(|source| ConfigError::Unreadable {
                     what: "spool folder",
@@ -131,27 +190,51 @@ impl Spool {
                     path: folder.clone(),
                     source,
                 })?;
-                remove_unfinished_writes(&root);
                 let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| invalid(e.to_string()))?;
-                (Arc::new(store), ObjectPath::default())
+                (Arc::new(store), ObjectPath::default(), Some(root))
             }
-            DatasetLocation::S3 { .. } => location
-                .object_store(s3)
-                .map_err(|e| invalid(e.to_string()))?
-                .ok_or_else(|| invalid("not an object store".into()))?,
+            DatasetLocation::S3 { .. } => {
+                let (store, prefix) = location
+                    .object_store(s3)
+                    .map_err(|e| invalid(e.to_string()))?
+                    .ok_or_else(|| invalid("not an object store".into()))?;
+                (store, prefix, None)
+            }
         };
-        let spool = Spool { store, prefix, ttl, max_bytes, index: Mutex::default() };
-        spool
-            .sweep_at_start()
-            .await
-            .map_err(|e| ConfigError::Invalid(format!("cannot read the spool: {e}")))?;
+        let spool = Spool { store, prefix, local_root, ttl, max_bytes, index: Mutex::default() };
+        spool.sweep().await.map_err(|e| ConfigError::Invalid(format!("cannot read the spool: {e}")))?;
         Ok(spool)
     }
 
-    /// The complete export `key`, unless it has expired.
+    /// The complete export `key` this process knows, unless it has expired.
     pub fn lookup(&self, key: &str) -> Option<Arc<Manifest>> {
         let index = self.lock();
         index.complete.get(key).filter(|m| !self.expired(m)).cloned()
+    }
+
+    /// The complete export `key`, unless it has expired: known here, or completed by another
+    /// process sharing the spool (its manifest is then read and indexed).
+    pub async fn find(&self, key: &str) -> Option<Arc<Manifest>> {
+        if let Some(manifest) = self.lookup(key) {
+            return Some(manifest);
+        }
+        let path = self.path(&format!("{key}.manifest.json"));
+        let manifest = self.read_manifest(&path, key).await?;
+        let manifest = Arc::new(manifest);
+        let mut index = self.lock();
+        if !index.complete.contains_key(key) {
+            index.stored += manifest.size();
+            index.complete.insert(key.to_owned(), Arc::clone(&manifest));
+        }
+        Some(manifest)
+    }
+
+    /// The manifest at `path`, if it is one of `key`, of this version, and not expired.
+    async fn read_manifest(&self, path: &ObjectPath, key: &str) -> Option<Manifest> {
+        let bytes = self.store.get(path).await.ok()?.bytes().await.ok()?;
+        let manifest: Manifest = serde_json::from_slice(&bytes).ok()?;
+        (manifest.version == MANIFEST_VERSION && manifest.key == key && !self.expired(&manifest))
+            .then_some(manifest)
     }
 
     /// Forgets `key` and deletes its objects.
@@ -165,27 +248,6 @@ impl Spool {
             removed
         };
         if let Some(manifest) = removed {
-            self.delete(&manifest).await;
-        }
-    }
-
-    /// Deletes the exports that have expired.
-    pub async fn expire(&self) {
-        let expired: Vec<Arc<Manifest>> = {
-            let mut index = self.lock();
-            let keys: Vec<String> =
-                index.complete.iter().filter(|(_, m)| self.expired(m)).map(|(k, _)| k.clone()).collect();
-            let mut expired = Vec::new();
-            for key in keys {
-                if let Some(manifest) = index.complete.remove(&key) {
-                    index.stored -= manifest.size();
-                    expired.push(manifest);
-                }
-            }
-            expired
-        };
-        for manifest in expired {
-            tracing::debug!(key = %manifest.key, "a prepared export expired");
             self.delete(&manifest).await;
         }
     }
@@ -223,10 +285,10 @@ impl Spool {
         index.reserved = index.reserved.saturating_sub(bytes);
     }
 
-    /// Starts writing the copies of export `key`.
-    pub fn writer(&self, key: &str, extension: &str, gzip_level: u32) -> SpoolWriter {
-        let plain = self.path(&format!("{key}.{extension}"));
-        let gzip = self.path(&format!("{key}.{extension}.gz"));
+    /// Starts writing the copies of export `key` by `job`.
+    pub fn writer(&self, key: &str, job: &str, extension: &str, gzip_level: u32) -> SpoolWriter {
+        let plain = self.path(&copy_name(key, job, extension, false));
+        let gzip = self.path(&copy_name(key, job, extension, true));
         SpoolWriter {
             plain: BufWriter::with_capacity(Arc::clone(&self.store), plain, WRITE_BUFFER),
             gzip: BufWriter::with_capacity(Arc::clone(&self.store), gzip, WRITE_BUFFER),
@@ -260,15 +322,11 @@ impl Spool {
         gzip: bool,
         range: Range<u64>,
     ) -> Result<BoxStream<'static, std::io::Result<Bytes>>, ReadError> {
-        let name = if gzip {
-            format!("{}.{}.gz", manifest.key, manifest.extension)
-        } else {
-            format!("{}.{}", manifest.key, manifest.extension)
-        };
+        let name = manifest.copy_name(gzip);
         let options = GetOptions { range: Some(GetRange::Bounded(range)), ..GetOptions::default() };
         match self.store.get_opts(&self.path(&name), options).await {
             Ok(result) => Ok(result.into_stream().map_err(std::io::Error::other).boxed()),
-            Err(logs_core::object_store::Error::NotFound { .. }) => Err(ReadError::Gone),
+            Err(ObjectStoreError::NotFound { .. }) => Err(ReadError::Gone),
             Err(e) => Err(ReadError::Failed(spool_error("read", &e))),
         }
     }
@@ -291,63 +349,185 @@ impl Spool {
         self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Deletes whatever a job that could not complete wrote of export `key`.
-    pub async fn discard(&self, key: &str, extension: &str) {
-        self.delete_objects(key, extension).await;
+    /// Deletes the copies that `job`, which could not complete, wrote of export `key`.
+    pub async fn discard(&self, key: &str, job: &str, extension: &str) {
+        for gzip in [false, true] {
+            self.delete_object(&self.path(&copy_name(key, job, extension, gzip))).await;
+        }
     }
 
     async fn delete(&self, manifest: &Manifest) {
-        self.delete_objects(&manifest.key, &manifest.extension).await;
-    }
-
-    async fn delete_objects(&self, key: &str, extension: &str) {
         // The manifest first: from then on the export is incomplete, whatever else remains.
         let names =
-            [format!("{key}.manifest.json"), format!("{key}.{extension}"), format!("{key}.{extension}.gz")];
+            [format!("{}.manifest.json", manifest.key), manifest.copy_name(false), manifest.copy_name(true)];
         for name in names {
             self.delete_object(&self.path(&name)).await;
         }
     }
 
+    /// Claims the right to prepare `key` for `owner` until `ttl` from now: creates its lease if
+    /// there is none, takes it over if it has expired; or says how far its holder has got.
+    pub async fn claim(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, ApiError> {
+        let path = self.path(&format!("{key}.lease"));
+        let started = now_ms();
+        let body = LeaseBody {
+            owner: owner.to_owned(),
+            started,
+            expires: started + ttl.as_millis() as u64,
+            rows: 0,
+            bytes: 0,
+        };
+        let payload = || PutPayload::from(serde_json::to_vec(&body).unwrap_or_default());
+        let owned = |e_tag: Option<String>| {
+            Claim::Owned(Lease { key: key.to_owned(), owner: owner.to_owned(), started, e_tag })
+        };
+        let unknown = Claim::Held { rows: 0, bytes: 0, seconds: 0.0 };
+        for _ in 0..3 {
+            match self.store.put_opts(&path, payload(), PutMode::Create.into()).await {
+                Ok(put) => return Ok(owned(put.e_tag)),
+                Err(ObjectStoreError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(spool_error("write", &e)),
+            }
+            let got = match self.store.get(&path).await {
+                Ok(got) => got,
+                // Released in between: try again.
+                Err(ObjectStoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(spool_error("read", &e)),
+            };
+            let e_tag = got.meta.e_tag.clone();
+            let held = got.bytes().await.ok().and_then(|b| serde_json::from_slice::<LeaseBody>(&b).ok());
+            if let Some(held) = &held
+                && held.expires > now_ms()
+            {
+                let seconds = now_ms().saturating_sub(held.started) as f64 / 1000.0;
+                return Ok(Claim::Held { rows: held.rows, bytes: held.bytes, seconds });
+            }
+            // Expired (or not a lease): take it over, unless another process just did. A local
+            // store cannot replace an object conditionally: the expired lease is deleted and
+            // created again.
+            if self.local_root.is_some() {
+                self.delete_object(&path).await;
+                continue;
+            }
+            let update = UpdateVersion { e_tag, version: None };
+            match self.store.put_opts(&path, payload(), PutMode::Update(update).into()).await {
+                Ok(put) => return Ok(owned(put.e_tag)),
+                Err(ObjectStoreError::Precondition { .. } | ObjectStoreError::AlreadyExists { .. }) => {
+                    return Ok(unknown);
+                }
+                Err(e) => return Err(spool_error("write", &e)),
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Extends `lease` to `ttl` from now, with the job's progress; `false` if it is no longer
+    /// this process's (it expired and another took it over).
+    pub async fn renew(&self, lease: &mut Lease, ttl: Duration, rows: u64, bytes: u64) -> bool {
+        let path = self.path(&format!("{}.lease", lease.key));
+        let expires = now_ms() + ttl.as_millis() as u64;
+        let body = LeaseBody { owner: lease.owner.clone(), started: lease.started, expires, rows, bytes };
+        let payload = PutPayload::from(serde_json::to_vec(&body).unwrap_or_default());
+        let mode = match (&self.local_root, &lease.e_tag) {
+            (None, Some(e_tag)) => {
+                PutMode::Update(UpdateVersion { e_tag: Some(e_tag.clone()), version: None })
+            }
+            _ => PutMode::Overwrite,
+        };
+        match self.store.put_opts(&path, payload, mode.into()).await {
+            Ok(put) => {
+                lease.e_tag = put.e_tag;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(key = %lease.key, error = %e, "cannot renew a lease of the spool");
+                false
+            }
+        }
+    }
+
+    /// Gives `lease` up, unless another process has taken it over meanwhile.
+    pub async fn give_up(&self, lease: Lease) {
+        let path = self.path(&format!("{}.lease", lease.key));
+        let body = match self.store.get(&path).await {
+            Ok(got) => got.bytes().await.ok().and_then(|b| serde_json::from_slice::<LeaseBody>(&b).ok()),
+            Err(_) => return,
+        };
+        if body.is_none_or(|body| body.owner == lease.owner) {
+            self.delete_object(&path).await;
+        }
+    }
+
     async fn delete_object(&self, path: &ObjectPath) {
         match self.store.delete(path).await {
-            Ok(()) | Err(logs_core::object_store::Error::NotFound { .. }) => {}
+            Ok(()) | Err(ObjectStoreError::NotFound { .. }) => {}
             Err(e) => tracing::warn!(object = %path, error = %e, "cannot delete an object of the spool"),
         }
     }
 
-    /// Lists the spool: keeps complete exports that have not expired, deletes the rest.
-    async fn sweep_at_start(&self) -> logs_core::object_store::Result<()> {
+    /// Lists the spool and deletes what is neither a complete export that has not expired nor
+    /// part of a live lease's export (see the module documentation); the index becomes what
+    /// was kept.
+    pub async fn sweep(&self) -> logs_core::object_store::Result<()> {
         let objects: Vec<_> = self.store.list(Some(&self.prefix)).try_collect().await?;
+        let mut live = HashSet::new();
         let mut kept: HashMap<String, Arc<Manifest>> = HashMap::new();
         for object in &objects {
             let Some(name) = object.location.filename() else { continue };
-            let Some(key) = name.strip_suffix(".manifest.json") else { continue };
-            let manifest = match self.store.get(&object.location).await {
-                Ok(got) => got.bytes().await.ok().and_then(|b| serde_json::from_slice::<Manifest>(&b).ok()),
-                Err(_) => None,
-            };
-            match manifest {
-                Some(m) if m.version == MANIFEST_VERSION && m.key == key && !self.expired(&m) => {
-                    kept.insert(key.to_owned(), Arc::new(m));
+            if let Some(key) = name.strip_suffix(".lease") {
+                let got = match self.store.get(&object.location).await {
+                    Ok(got) => got.bytes().await.ok(),
+                    Err(_) => None,
+                };
+                let body = got.and_then(|b| serde_json::from_slice::<LeaseBody>(&b).ok());
+                if body.is_some_and(|b| b.expires > now_ms()) {
+                    live.insert(key.to_owned());
+                } else {
+                    self.delete_object(&object.location).await;
                 }
-                _ => self.delete_object(&object.location).await,
+            } else if let Some(key) = name.strip_suffix(".manifest.json") {
+                let manifest = match self.lookup(key) {
+                    Some(manifest) => Some(manifest),
+                    None => self.read_manifest(&object.location, key).await.map(Arc::new),
+                };
+                match manifest {
+                    Some(manifest) => {
+                        kept.insert(key.to_owned(), manifest);
+                    }
+                    None => self.delete_object(&object.location).await,
+                }
             }
         }
         for object in &objects {
             let Some(name) = object.location.filename() else { continue };
-            if name.ends_with(".manifest.json") {
+            if name.ends_with(".lease") || name.ends_with(".manifest.json") {
                 continue;
             }
             let key = name.split('.').next().unwrap_or_default();
-            if !kept.contains_key(key) {
+            if live.contains(key) {
+                continue;
+            }
+            // A job that completed since the listing wrote its manifest, then gave its lease
+            // up: ask for the manifest before deleting what may be its copies.
+            if !kept.contains_key(key)
+                && let Some(manifest) =
+                    self.read_manifest(&self.path(&format!("{key}.manifest.json")), key).await
+            {
+                kept.insert(key.to_owned(), Arc::new(manifest));
+            }
+            let named =
+                kept.get(key).is_some_and(|m| m.copy_name(false) == name || m.copy_name(true) == name);
+            if !named {
                 self.delete_object(&object.location).await;
             }
+        }
+        if let Some(root) = &self.local_root {
+            remove_unfinished_writes(root, &live);
         }
         let mut index = self.lock();
         index.stored = kept.values().map(|m| m.size()).sum();
         index.complete = kept;
-        tracing::info!(exports = index.complete.len(), bytes = index.stored, "spool opened");
+        tracing::debug!(exports = index.complete.len(), bytes = index.stored, "spool swept");
         Ok(())
     }
 }
@@ -428,8 +608,9 @@ fn spool_error(what: &str, error: &dyn std::fmt::Display) -> ApiError {
     }
 }
 
-/// A local store's unfinished writes are files named `<object>#<n>`, which its listing hides.
-fn remove_unfinished_writes(root: &Path) {
+/// A local store's unfinished writes are files named `<object>#<n>`, which its listing hides:
+/// those of exports without a live lease are deleted.
+fn remove_unfinished_writes(root: &Path, live: &HashSet<String>) {
     let Ok(entries) = std::fs::read_dir(root) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -437,7 +618,8 @@ fn remove_unfinished_writes(root: &Path) {
         let unfinished = name
             .rsplit_once('#')
             .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if unfinished {
+        let key = name.split('.').next().unwrap_or_default();
+        if unfinished && !live.contains(key) {
             let path: PathBuf = entry.path();
             if let Err(e) = std::fs::remove_file(&path) {
                 tracing::warn!(path = %path.display(), error = %e, "cannot delete an unfinished spool file");
@@ -451,6 +633,10 @@ pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,6 +645,7 @@ mod tests {
         Manifest {
             version: MANIFEST_VERSION,
             key: key.into(),
+            job: "j1".into(),
             extension: "csv".into(),
             created,
             rows: 1,
@@ -475,7 +662,7 @@ mod tests {
     }
 
     async fn write(spool: &Spool, key: &str, text: &str) -> Manifest {
-        let mut writer = spool.writer(key, "csv", 1);
+        let mut writer = spool.writer(key, "j1", "csv", 1);
         let reserved =
             writer.write(spool, Bytes::from(text.to_owned()), Duration::from_secs(1)).await.unwrap();
         let (plain, gzip, _) = writer.finish().await.unwrap();
@@ -489,6 +676,15 @@ mod tests {
         let Ok(stream) = spool.read(manifest, gzip, range).await else { panic!("cannot read") };
         let chunks: Vec<Bytes> = stream.try_collect().await.unwrap();
         chunks.concat()
+    }
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     #[tokio::test]
@@ -507,6 +703,7 @@ mod tests {
         std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain).unwrap();
         assert_eq!(plain, text);
         assert_eq!(spool.lookup("k1").as_deref(), Some(&manifest));
+        assert_eq!(files(dir.path()), ["k1.j1.csv", "k1.j1.csv.gz", "k1.manifest.json"]);
     }
 
     #[tokio::test]
@@ -514,30 +711,66 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
         let kept = write(&spool, "kept", "x\n").await;
-        // A job cut short: its copies, no manifest; and a local store's unfinished write.
-        std::fs::write(dir.path().join("cut.csv"), "partial").unwrap();
-        std::fs::write(dir.path().join("cut.csv.gz#1"), "partial").unwrap();
-        // An expired export, and a manifest that is not one.
-        let old = Manifest { created: now() - 120, ..kept.clone() };
-        std::fs::write(
-            dir.path().join("old.manifest.json"),
-            serde_json::to_vec(&Manifest { key: "old".into(), ..old }).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("old.csv"), "x\n").unwrap();
+        // A job cut short: its copies, no manifest; a local store's unfinished write; a second
+        // job's copies of an export whose manifest names the first job's.
+        std::fs::write(dir.path().join("cut.j2.csv"), "partial").unwrap();
+        std::fs::write(dir.path().join("cut.j2.csv.gz#1"), "partial").unwrap();
+        std::fs::write(dir.path().join("kept.j9.csv"), "other").unwrap();
+        // An expired export, a manifest that is not one, an expired lease.
+        let old = Manifest { created: now() - 120, key: "old".into(), ..kept.clone() };
+        std::fs::write(dir.path().join("old.manifest.json"), serde_json::to_vec(&old).unwrap()).unwrap();
+        std::fs::write(dir.path().join("old.j1.csv"), "x\n").unwrap();
         std::fs::write(dir.path().join("junk.manifest.json"), "{").unwrap();
+        let Claim::Owned(_) = spool.claim("gone", "me", Duration::from_secs(1)).await.unwrap() else {
+            panic!()
+        };
+        std::fs::write(dir.path().join("gone.j3.csv.gz#1"), "partial").unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         drop(spool);
 
         let spool = super::tests::spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
         assert_eq!(spool.lookup("kept").as_deref(), Some(&kept));
         assert!(spool.lookup("old").is_none());
-        let mut left: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["kept.csv", "kept.csv.gz", "kept.manifest.json"]);
+        assert_eq!(files(dir.path()), ["kept.j1.csv", "kept.j1.csv.gz", "kept.manifest.json"]);
         assert_eq!(spool.usage(), (kept.size(), 0));
+    }
+
+    #[tokio::test]
+    async fn a_live_lease_keeps_its_job_s_writes_from_the_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let Claim::Owned(lease) = spool.claim("busy", "me", Duration::from_secs(60)).await.unwrap() else {
+            panic!("the first claim owns the lease")
+        };
+        std::fs::write(dir.path().join("busy.j1.csv#1"), "partial").unwrap();
+        std::fs::write(dir.path().join("busy.j1.csv"), "done, manifest coming").unwrap();
+        spool.sweep().await.unwrap();
+        assert_eq!(files(dir.path()), ["busy.j1.csv", "busy.j1.csv#1", "busy.lease"]);
+        spool.give_up(lease).await;
+        spool.sweep().await.unwrap();
+        assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+    }
+
+    #[tokio::test]
+    async fn a_lease_is_held_once_renewed_and_taken_over_after_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let ttl = Duration::from_millis(1500);
+        let Claim::Owned(mut lease) = spool.claim("k", "a", ttl).await.unwrap() else { panic!("a owns it") };
+        let Claim::Held { .. } = spool.claim("k", "b", ttl).await.unwrap() else { panic!("b must wait") };
+        assert!(spool.renew(&mut lease, ttl, 10, 200).await);
+        let Claim::Held { rows: 10, bytes: 200, .. } = spool.claim("k", "b", ttl).await.unwrap() else {
+            panic!("the holder's progress is seen")
+        };
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+        let Claim::Owned(taken) = spool.claim("k", "b", ttl).await.unwrap() else {
+            panic!("expired: b takes it")
+        };
+        let Claim::Held { .. } = spool.claim("k", "c", ttl).await.unwrap() else { panic!("b holds it now") };
+        spool.give_up(taken).await;
+        let Claim::Owned(_) = spool.claim("k", "c", ttl).await.unwrap() else {
+            panic!("released: c owns it")
+        };
     }
 
     #[tokio::test]
@@ -566,9 +799,21 @@ mod tests {
         spool.commit(manifest("old", now() - 61, 10)).await.unwrap();
         spool.commit(manifest("new", now(), 10)).await.unwrap();
         assert!(spool.lookup("old").is_none());
-        spool.expire().await;
+        spool.sweep().await.unwrap();
         assert!(!dir.path().join("old.manifest.json").exists());
         assert!(spool.lookup("new").is_some());
         assert_eq!(spool.usage(), (10, 0));
+    }
+
+    #[tokio::test]
+    async fn an_export_completed_by_another_process_is_found_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let two = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let manifest = write(&one, "shared", "a\n").await;
+        assert!(two.lookup("shared").is_none());
+        assert_eq!(two.find("shared").await.as_deref(), Some(&manifest));
+        assert_eq!(read_all(&two, &manifest, false, 0..2).await, b"a\n");
+        assert!(two.find("absent").await.is_none());
     }
 }
