@@ -104,6 +104,10 @@ pub struct ServeArgs {
     /// How long running exports may go on after SIGTERM or SIGINT.
     #[arg(long, env = "LOGS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     shutdown_timeout: Duration,
+    /// After SIGTERM or SIGINT, how long requests are still accepted while the admin API's
+    /// `/readyz` answers "draining", so that a load balancer stops sending them first.
+    #[arg(long, env = "LOGS_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    drain_delay: Duration,
     /// Chunks of about 512 KiB an export may encode ahead of a slow client.
     #[arg(long, env = "LOGS_CHUNK_QUEUE", default_value_t = 4)]
     chunk_queue: usize,
@@ -287,6 +291,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         header_read_timeout: args.header_read_timeout,
         write_timeout: args.write_timeout,
         shutdown_timeout: args.shutdown_timeout,
+        drain_delay: args.drain_delay,
         prepared: args.prepared.config()?,
         ..ServiceConfig::new(data)
     })

@@ -56,6 +56,7 @@ pub mod management;
 pub mod metrics;
 pub mod openapi;
 pub mod prepared;
+pub mod ready;
 mod server;
 pub mod service;
 pub mod settings;
@@ -148,12 +149,14 @@ async fn allow_only_on_405(mut response: Response) -> Response {
     response
 }
 
-/// The admin API, for a separate listener that only operators reach: `GET /metrics`
-/// (Prometheus text format) and `GET /healthz`. It has no authorization.
+/// The admin API, for a separate listener that only operators (and load balancers) reach:
+/// `GET /metrics` (Prometheus text format), `GET /healthz` (alive) and `GET /readyz` (see
+/// [`ready`]). It has no authorization.
 pub fn admin_app(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(ready::readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

@@ -68,6 +68,9 @@ pub struct ServiceConfig {
     pub write_timeout: Duration,
     /// How long running exports may go on after the stop.
     pub shutdown_timeout: Duration,
+    /// How long the service goes on accepting requests after the stop while the admin API's
+    /// `/readyz` answers "draining", so that a load balancer stops sending it requests first.
+    pub drain_delay: Duration,
     /// Prepared exports and their spool; none by default (every export is streamed).
     pub prepared: Option<PreparedConfig>,
 }
@@ -90,6 +93,7 @@ impl ServiceConfig {
             header_read_timeout: options.header_read_timeout,
             write_timeout: options.write_timeout,
             shutdown_timeout: options.shutdown_timeout,
+            drain_delay: Duration::ZERO,
             prepared: None,
         }
     }
@@ -172,6 +176,7 @@ impl ServiceError {
 #[derive(Debug)]
 pub struct Service {
     state: AppState,
+    drain_delay: Duration,
     listener: TcpListener,
     admin: Option<TcpListener>,
     options: ServeOptions,
@@ -231,7 +236,8 @@ impl Service {
             Some(address) => Some(bind("admin", address).await?),
             None => None,
         };
-        Ok(Service { state, listener, admin, options, generated_token, tokens_file })
+        let drain_delay = config.drain_delay;
+        Ok(Service { state, drain_delay, listener, admin, options, generated_token, tokens_file })
     }
 
     /// The API's address (with the port taken, when the configuration said 0).
@@ -285,13 +291,22 @@ impl Service {
         self,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServiceError> {
-        let Service { state, listener, admin, options, tokens_file, .. } = self;
+        let Service { state, drain_delay, listener, admin, options, tokens_file, .. } = self;
         let watcher = tokens_file.map(|(store, interval)| store.spawn_watcher(interval));
         let address = listener.local_addr().ok();
         tracing::info!(address = ?address, data = %state.engine().location(), "listening");
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let readiness = Arc::clone(state.readiness());
         tokio::spawn(async move {
             stop.await;
+            readiness.drain();
+            if !drain_delay.is_zero() {
+                tracing::info!(
+                    seconds = drain_delay.as_secs_f64(),
+                    "draining: /readyz says so, requests are still served"
+                );
+                tokio::time::sleep(drain_delay).await;
+            }
             tracing::info!("stopping: finishing running exports");
             let _ = stop_tx.send(true);
         });

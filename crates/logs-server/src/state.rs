@@ -11,6 +11,7 @@ use crate::config::ConfigError;
 use crate::limits::ExportLimiter;
 use crate::metrics::Metrics;
 use crate::prepared::Prepared;
+use crate::ready::Readiness;
 pub use crate::settings::{SERVICE_BATCH_SIZE, Settings};
 
 /// The shared state of [`crate::app`]. Cheap to clone.
@@ -28,6 +29,7 @@ struct Inner {
     limiter: Arc<ExportLimiter>,
     metrics: Arc<Metrics>,
     prepared: Option<Arc<Prepared>>,
+    readiness: Arc<Readiness>,
 }
 
 impl AppState {
@@ -53,6 +55,7 @@ impl AppState {
                 limiter,
                 metrics: Arc::default(),
                 prepared: None,
+                readiness: Arc::default(),
             }),
         })
     }
@@ -67,6 +70,11 @@ impl AppState {
     /// Prepared exports, if the operator configured a spool.
     pub fn prepared(&self) -> Option<&Arc<Prepared>> {
         self.inner.prepared.as_ref()
+    }
+
+    /// What the admin API's `/readyz` answers from.
+    pub fn readiness(&self) -> &Arc<Readiness> {
+        &self.inner.readiness
     }
 
     pub fn engine(&self) -> &Arc<Engine> {

@@ -89,3 +89,91 @@ async fn bad_configuration_is_told_from_what_cannot_be_read() {
     let e = Service::build(busy).await.unwrap_err();
     assert!(matches!(e, ServiceError::Listen { what: "API", .. }) && !e.is_invalid_configuration(), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_answers_not_ready_while_requests_are_still_served() {
+    let set = TokenSet::parse(&tokens_toml()).unwrap();
+    let mut config = config(DatasetLocation::from(small_dataset()), Tokens::Fixed(set));
+    config.admin_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.drain_delay = Duration::from_millis(1500);
+    let service = Service::build(config).await.unwrap();
+    let (address, admin) = (service.address(), service.admin_address().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(service.run_until_stopped(async {
+        let _ = stopped.await;
+    }));
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let readyz = || client.get(format!("http://{admin}/readyz")).send();
+    let ready = readyz().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    assert_eq!(ready.text().await.unwrap(), r#"{"status":"ready"}"#);
+
+    let asked = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let draining = readyz().await.unwrap();
+    assert_eq!(draining.status(), 503);
+    assert_eq!(draining.text().await.unwrap(), r#"{"status":"draining"}"#);
+    // Requests are still served while a balancer notices.
+    let export = client
+        .get(format!("http://{address}{EXPORT_CSV}"))
+        .header("Authorization", format!("OAuth {READER}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(export.status(), 200);
+    assert!(!export.bytes().await.unwrap().is_empty());
+    assert!(asked.elapsed() < Duration::from_millis(1500), "the export came within the drain delay");
+    running.await.unwrap().unwrap();
+    assert!(asked.elapsed() >= Duration::from_millis(1500), "stopped before the drain delay");
+    assert!(reqwest::get(format!("http://{address}/healthz")).await.is_err(), "stopped listening");
+}
+
+#[tokio::test]
+async fn readyz_names_a_dataset_or_an_identity_provider_that_does_not_answer() {
+    use http::{Method, StatusCode};
+    use logs_server::auth::introspection::{ClientCredentials, Secret};
+    use logs_server::auth::{Authenticator, IntrospectionConfig, Introspector};
+
+    // The dataset: ready, then its folder is gone.
+    let data = tempfile::tempdir().unwrap();
+    generate(data.path(), 500, 1);
+    let admin = logs_server::admin_app(state(data.path(), logs_server::Settings::default()).await);
+    let (status, _, body) = call(&admin, Method::GET, "/readyz", &[]).await;
+    assert_eq!((status, body.as_ref()), (StatusCode::OK, br#"{"status":"ready"}"#.as_slice()));
+    std::fs::remove_dir_all(data.path()).unwrap();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let (status, _, body) = call(&admin, Method::GET, "/readyz", &[]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body.as_ref(), br#"{"status":"not_ready","reason":"dataset"}"#);
+
+    // The identity provider: one that answers (inactive, for the probe) and one that does not.
+    let provider = async |url: String| {
+        let credentials = ClientCredentials { client_id: "logs".into(), client_secret: Secret("s".into()) };
+        let introspector =
+            Introspector::new(IntrospectionConfig::new(url.parse().unwrap(), credentials)).unwrap();
+        let auth = Authenticator::new(None, Some(std::sync::Arc::new(introspector)));
+        let config = logs_core::EngineConfig { target_partitions: 2, ..logs_core::EngineConfig::default() };
+        let state = logs_server::AppState::new(
+            engine(small_dataset(), config),
+            auth,
+            logs_server::Settings::default(),
+        );
+        let admin = logs_server::admin_app(state.await.unwrap());
+        call(&admin, Method::GET, "/readyz", &[]).await
+    };
+    let answering = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/introspect", answering.local_addr().unwrap());
+    let inactive = axum::Router::new().route(
+        "/introspect",
+        axum::routing::post(|| async { axum::Json(serde_json::json!({"active": false})) }),
+    );
+    tokio::spawn(async move { axum::serve(answering, inactive).await });
+    let (status, _, body) = provider(url).await;
+    assert_eq!((status, body.as_ref()), (StatusCode::OK, br#"{"status":"ready"}"#.as_slice()));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (status, _, body) = provider(format!("http://{closed}/introspect")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body.as_ref(), br#"{"status":"not_ready","reason":"identity_provider"}"#);
+}

@@ -146,7 +146,15 @@ impl Storage {
     /// Lists the root once: a missing bucket, refused credentials or an unreachable server
     /// fail here.
     pub async fn check(&self) -> Result<()> {
-        self.list(&[], &RequestCounts::default()).await.map(drop)
+        let listing = self.list(&[], &RequestCounts::default()).await?;
+        // A bucket's prefix without keys is an empty dataset; a local root that is gone is not.
+        if listing.is_none() && self.is_local() {
+            return Err(Error::Storage {
+                path: Some(self.location.clone()),
+                message: "the dataset folder no longer exists".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The object `name` directly below the root, or `None` if there is none (such as

@@ -182,6 +182,15 @@ impl Authenticator {
         self.authenticate_hashed(token, TokenHash::of(token)).await
     }
 
+    /// Whether the identity provider answers (`None`: there is none): a token that no one
+    /// holds is introspected, and an answer either way counts.
+    pub async fn identity_provider_answers(&self) -> Option<bool> {
+        const PROBE: &str = "logs-export-readiness-probe";
+        let introspector = self.introspection.as_ref()?;
+        let answered = introspector.authenticate(PROBE, TokenHash::of(PROBE)).await;
+        Some(!matches!(answered, Err(ApiError::IdentityProviderUnavailable { .. })))
+    }
+
     async fn authenticate_hashed(&self, token: &str, hash: TokenHash) -> Result<Arc<Principal>, ApiError> {
         if let Some(principal) = self.tokens.as_ref().and_then(|store| store.lookup(&hash)) {
             return Ok(principal);
