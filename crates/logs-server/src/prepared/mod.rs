@@ -55,7 +55,7 @@ use crate::error::{ApiError, Problem};
 use crate::export;
 use crate::server::WriteStall;
 use crate::state::AppState;
-use spool::{Claim, Lease, Manifest, ReadError, Spool};
+use spool::{Claim, Lease, Manifest, ReadError, Spool, random_hex};
 
 /// When exports are prepared rather than streamed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -547,13 +547,6 @@ async fn renew_lease(
             }
         }
     }
-}
-
-/// `bytes` random bytes as hex.
-fn random_hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    rand::RngCore::fill_bytes(&mut rand::rng(), &mut buffer);
-    hex::encode(buffer)
 }
 
 /// The key of an export in the spool: the SHA-256 (hex) of everything that changes its bytes —

@@ -202,8 +202,32 @@ impl Spool {
             }
         };
         let spool = Spool { store, prefix, local_root, ttl, max_bytes, index: Mutex::default() };
+        spool.check_conditional_writes().await?;
         spool.sweep().await.map_err(|e| ConfigError::Invalid(format!("cannot read the spool: {e}")))?;
         Ok(spool)
+    }
+
+    /// Leases need a store that refuses to create an object that exists (`If-None-Match: *`):
+    /// one that does not would let every replica prepare every export. Checked once, with an
+    /// object of its own, so that such a store stops the start instead.
+    async fn check_conditional_writes(&self) -> Result<(), ConfigError> {
+        let path = self.path(&format!("{}.probe", random_hex(8)));
+        let create = || self.store.put_opts(&path, PutPayload::from_static(b"probe"), PutMode::Create.into());
+        let unreadable = |e: &dyn std::fmt::Display| {
+            ConfigError::Invalid(format!("--spool: cannot write to the spool: {e}"))
+        };
+        create().await.map_err(|e| unreadable(&e))?;
+        let second = create().await;
+        self.delete_object(&path).await;
+        match second {
+            Err(ObjectStoreError::AlreadyExists { .. } | ObjectStoreError::Precondition { .. }) => Ok(()),
+            Err(e) => Err(unreadable(&e)),
+            Ok(_) => Err(ConfigError::Invalid(
+                "--spool: the store wrote over an object that a conditional write (If-None-Match: *) \
+                 should have refused; prepared exports need a store that honours it"
+                    .into(),
+            )),
+        }
     }
 
     /// The complete export `key` this process knows, unless it has expired.
@@ -631,6 +655,13 @@ fn remove_unfinished_writes(root: &Path, live: &HashSet<String>) {
 /// Unix seconds now.
 pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `bytes` random bytes as hex: names that no two processes or jobs pick alike.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut buffer);
+    hex::encode(buffer)
 }
 
 fn now_ms() -> u64 {
