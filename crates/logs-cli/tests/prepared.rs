@@ -21,6 +21,18 @@ fn spool_files(spool: &Path) -> Vec<String> {
     names
 }
 
+/// 60 000 records on one day: the CSV of `error_id,error` of application 1001 is over 10 MB,
+/// so that a job lasts long enough to be cut.
+fn one_large_day() -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let mut options = logs_generate::GenerateOptions::new(data.path());
+    options.rows = 60_000;
+    options.days = 1;
+    options.threads = 2;
+    logs_generate::generate(&options).unwrap();
+    data
+}
+
 /// Repeats the GET while it answers 202; the first other answer.
 async fn until_done(client: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -37,12 +49,7 @@ async fn until_done(client: &reqwest::Client, url: &str, token: &str) -> reqwest
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_incomplete_one() {
-    let data = tempfile::tempdir().unwrap();
-    let mut options = logs_generate::GenerateOptions::new(data.path());
-    options.rows = 60_000;
-    options.days = 1;
-    options.threads = 2;
-    logs_generate::generate(&options).unwrap();
+    let data = one_large_day();
     let spool = tempfile::tempdir().unwrap();
     let spool_arg = spool.path().display().to_string();
     let flags = [
@@ -166,12 +173,7 @@ fn bucket_keys(s3: &S3Server) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_over_one_bucket_prepare_each_export_once_and_take_over_the_job_of_one_that_died() {
-    let data = tempfile::tempdir().unwrap();
-    let mut options = logs_generate::GenerateOptions::new(data.path());
-    options.rows = 60_000;
-    options.days = 1;
-    options.threads = 2;
-    logs_generate::generate(&options).unwrap();
+    let data = one_large_day();
     let s3 = S3Server::start();
     s3.create_bucket("spool");
     let env = s3.env();

@@ -1,4 +1,6 @@
-//! `GET /logs/v1/export/errors.{csv|json}`: the export, streamed.
+//! `GET /logs/v1/export/errors.{csv|json}`: the export, streamed — or, with a spool and a
+//! request that asks for it, prepared ([`crate::prepared`], which runs jobs through [`start`]
+//! too).
 //!
 //! The handler validates the query with the engine's parser, checks the caller's
 //! applications, takes an export permit, starts the query and waits for its first batch (at

@@ -114,17 +114,22 @@ pub fn app(state: AppState) -> Router {
 /// the one the request would get without the header; none is `406`.
 async fn identity_unless_gzip_accepted(mut request: axum::extract::Request) -> axum::extract::Request {
     let headers = request.headers();
-    let values = headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok());
-    let accepted = values.collect::<Vec<_>>().join(",");
-    if headers.contains_key(header::ACCEPT_ENCODING) && !accepts_gzip(&accepted) {
+    if headers.contains_key(header::ACCEPT_ENCODING) && !request_accepts_gzip(headers) {
         request.headers_mut().remove(header::ACCEPT_ENCODING);
     }
     request
 }
 
+/// Whether the request's `Accept-Encoding` headers, all of them, accept gzip (none: no).
+pub(crate) fn request_accepts_gzip(headers: &http::HeaderMap) -> bool {
+    let values: Vec<&str> =
+        headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).collect();
+    !values.is_empty() && accepts_gzip(&values.join(","))
+}
+
 /// Whether an `Accept-Encoding` value accepts gzip: `gzip` (or `x-gzip`) with a weight above
 /// zero, or else `*` with one.
-pub(crate) fn accepts_gzip(value: &str) -> bool {
+fn accepts_gzip(value: &str) -> bool {
     let mut wildcard = None;
     for item in value.split(',') {
         let mut parts = item.split(';');

@@ -25,7 +25,8 @@ pub(super) async fn respond(
     format: Format,
     headers: &HeaderMap,
 ) -> Result<Response, ReadError> {
-    let gzip = accepts_gzip(headers);
+    // The router's middleware has already dropped an `Accept-Encoding` that refuses gzip.
+    let gzip = crate::request_accepts_gzip(headers);
     let copy = if gzip { &manifest.gzip } else { &manifest.plain };
     let etag = format!("\"{}\"", copy.sha256);
     let common = |builder: http::response::Builder| {
@@ -69,14 +70,6 @@ pub(super) async fn respond(
             .header(header::CONTENT_RANGE, format!("bytes {}-{}/{}", bytes.start, bytes.end - 1, copy.bytes));
     }
     built(builder.body(body))
-}
-
-/// Whether the client accepts gzip (the router's middleware has already dropped an
-/// `Accept-Encoding` that does not).
-fn accepts_gzip(headers: &HeaderMap) -> bool {
-    let values: Vec<&str> =
-        headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).collect();
-    !values.is_empty() && crate::accepts_gzip(&values.join(","))
 }
 
 /// `If-None-Match` names `etag` (weak comparison, RFC 9110 §13.1.2) or is `*`.

@@ -501,7 +501,7 @@ impl JobRun {
     }
 
     async fn try_commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
-        let (plain, gzip, _) = writer.finish().await.map_err(|e| e.problem())?;
+        let (plain, gzip) = writer.finish().await.map_err(|e| e.problem())?;
         let rows = self.progress.rows.load(Ordering::Relaxed);
         let manifest = Manifest {
             version: spool::MANIFEST_VERSION,

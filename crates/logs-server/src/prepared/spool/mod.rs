@@ -32,37 +32,33 @@
 //! when nothing is left to delete the job fails with 503 `spool_full`.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use logs_core::object_store::buffered::BufWriter;
 use logs_core::object_store::local::LocalFileSystem;
 use logs_core::object_store::path::Path as ObjectPath;
 use logs_core::object_store::{
     Error as ObjectStoreError, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutPayload,
-    UpdateVersion,
 };
 use logs_core::{DatasetLocation, S3Options};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 
 use crate::config::ConfigError;
 use crate::error::ApiError;
 
+mod lease;
+mod writer;
+
+pub use lease::{Claim, Lease};
+pub use writer::SpoolWriter;
+
 /// The manifest's format version: a manifest of another version is not trusted.
 pub const MANIFEST_VERSION: u32 = 2;
-
-/// Bytes each copy buffers before its upload starts (and the size of an upload's parts).
-const WRITE_BUFFER: usize = 8 * 1024 * 1024;
 
 /// What a complete prepared export is: written last, as `<key>.manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,39 +99,6 @@ impl Manifest {
 
 fn copy_name(key: &str, job: &str, extension: &str, gzip: bool) -> String {
     format!("{key}.{job}.{extension}{}", if gzip { ".gz" } else { "" })
-}
-
-/// What a lease object holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LeaseBody {
-    owner: String,
-    /// When the job started, and until when the lease lasts: Unix milliseconds.
-    started: u64,
-    expires: u64,
-    rows: u64,
-    bytes: u64,
-}
-
-/// The right to prepare one export, held in the spool until released or expired.
-#[derive(Debug)]
-pub struct Lease {
-    key: String,
-    owner: String,
-    started: u64,
-    /// The lease object's ETag, for renewing it only if it is still ours.
-    e_tag: Option<String>,
-}
-
-/// The outcome of [`Spool::claim`].
-#[derive(Debug)]
-pub enum Claim {
-    Owned(Lease),
-    /// Another process prepares it; how far its last renewal said it had got.
-    Held {
-        rows: u64,
-        bytes: u64,
-        seconds: f64,
-    },
 }
 
 /// The spool (see the module documentation).
@@ -309,21 +272,6 @@ impl Spool {
         index.reserved = index.reserved.saturating_sub(bytes);
     }
 
-    /// Starts writing the copies of export `key` by `job`.
-    pub fn writer(&self, key: &str, job: &str, extension: &str, gzip_level: u32) -> SpoolWriter {
-        let plain = self.path(&copy_name(key, job, extension, false));
-        let gzip = self.path(&copy_name(key, job, extension, true));
-        SpoolWriter {
-            plain: BufWriter::with_capacity(Arc::clone(&self.store), plain, WRITE_BUFFER),
-            gzip: BufWriter::with_capacity(Arc::clone(&self.store), gzip, WRITE_BUFFER),
-            encoder: GzEncoder::new(Vec::new(), Compression::new(gzip_level)),
-            plain_sha: Sha256::new(),
-            gzip_sha: Sha256::new(),
-            plain_bytes: 0,
-            gzip_bytes: 0,
-        }
-    }
-
     /// Makes the export complete: writes its manifest and adds it to the index.
     pub async fn commit(&self, manifest: Manifest) -> Result<(), ApiError> {
         let json = serde_json::to_vec_pretty(&manifest)
@@ -389,99 +337,6 @@ impl Spool {
         }
     }
 
-    /// Claims the right to prepare `key` for `owner` until `ttl` from now: creates its lease if
-    /// there is none, takes it over if it has expired; or says how far its holder has got.
-    pub async fn claim(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, ApiError> {
-        let path = self.path(&format!("{key}.lease"));
-        let started = now_ms();
-        let body = LeaseBody {
-            owner: owner.to_owned(),
-            started,
-            expires: started + ttl.as_millis() as u64,
-            rows: 0,
-            bytes: 0,
-        };
-        let payload = || PutPayload::from(serde_json::to_vec(&body).unwrap_or_default());
-        let owned = |e_tag: Option<String>| {
-            Claim::Owned(Lease { key: key.to_owned(), owner: owner.to_owned(), started, e_tag })
-        };
-        let unknown = Claim::Held { rows: 0, bytes: 0, seconds: 0.0 };
-        for _ in 0..3 {
-            match self.store.put_opts(&path, payload(), PutMode::Create.into()).await {
-                Ok(put) => return Ok(owned(put.e_tag)),
-                Err(ObjectStoreError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(spool_error("write", &e)),
-            }
-            let got = match self.store.get(&path).await {
-                Ok(got) => got,
-                // Released in between: try again.
-                Err(ObjectStoreError::NotFound { .. }) => continue,
-                Err(e) => return Err(spool_error("read", &e)),
-            };
-            let e_tag = got.meta.e_tag.clone();
-            let held = got.bytes().await.ok().and_then(|b| serde_json::from_slice::<LeaseBody>(&b).ok());
-            if let Some(held) = &held
-                && held.expires > now_ms()
-            {
-                let seconds = now_ms().saturating_sub(held.started) as f64 / 1000.0;
-                return Ok(Claim::Held { rows: held.rows, bytes: held.bytes, seconds });
-            }
-            // Expired (or not a lease): take it over, unless another process just did. A local
-            // store cannot replace an object conditionally: the expired lease is deleted and
-            // created again.
-            if self.local_root.is_some() {
-                self.delete_object(&path).await;
-                continue;
-            }
-            let update = UpdateVersion { e_tag, version: None };
-            match self.store.put_opts(&path, payload(), PutMode::Update(update).into()).await {
-                Ok(put) => return Ok(owned(put.e_tag)),
-                Err(ObjectStoreError::Precondition { .. } | ObjectStoreError::AlreadyExists { .. }) => {
-                    return Ok(unknown);
-                }
-                Err(e) => return Err(spool_error("write", &e)),
-            }
-        }
-        Ok(unknown)
-    }
-
-    /// Extends `lease` to `ttl` from now, with the job's progress; `false` if it is no longer
-    /// this process's (it expired and another took it over).
-    pub async fn renew(&self, lease: &mut Lease, ttl: Duration, rows: u64, bytes: u64) -> bool {
-        let path = self.path(&format!("{}.lease", lease.key));
-        let expires = now_ms() + ttl.as_millis() as u64;
-        let body = LeaseBody { owner: lease.owner.clone(), started: lease.started, expires, rows, bytes };
-        let payload = PutPayload::from(serde_json::to_vec(&body).unwrap_or_default());
-        let mode = match (&self.local_root, &lease.e_tag) {
-            (None, Some(e_tag)) => {
-                PutMode::Update(UpdateVersion { e_tag: Some(e_tag.clone()), version: None })
-            }
-            _ => PutMode::Overwrite,
-        };
-        match self.store.put_opts(&path, payload, mode.into()).await {
-            Ok(put) => {
-                lease.e_tag = put.e_tag;
-                true
-            }
-            Err(e) => {
-                tracing::warn!(key = %lease.key, error = %e, "cannot renew a lease of the spool");
-                false
-            }
-        }
-    }
-
-    /// Gives `lease` up, unless another process has taken it over meanwhile.
-    pub async fn give_up(&self, lease: Lease) {
-        let path = self.path(&format!("{}.lease", lease.key));
-        let body = match self.store.get(&path).await {
-            Ok(got) => got.bytes().await.ok().and_then(|b| serde_json::from_slice::<LeaseBody>(&b).ok()),
-            Err(_) => return,
-        };
-        if body.is_none_or(|body| body.owner == lease.owner) {
-            self.delete_object(&path).await;
-        }
-    }
-
     async fn delete_object(&self, path: &ObjectPath) {
         match self.store.delete(path).await {
             Ok(()) | Err(ObjectStoreError::NotFound { .. }) => {}
@@ -499,11 +354,7 @@ impl Spool {
         for object in &objects {
             let Some(name) = object.location.filename() else { continue };
             if let Some(key) = name.strip_suffix(".lease") {
-                let got = match self.store.get(&object.location).await {
-                    Ok(got) => got.bytes().await.ok(),
-                    Err(_) => None,
-                };
-                let body = got.and_then(|b| serde_json::from_slice::<LeaseBody>(&b).ok());
+                let body = self.read_lease(&object.location).await.ok().and_then(|(body, _)| body);
                 if body.is_some_and(|b| b.expires > now_ms()) {
                     live.insert(key.to_owned());
                 } else {
@@ -556,74 +407,6 @@ impl Spool {
     }
 }
 
-/// Writes the two copies of one export, hashing both.
-#[derive(Debug)]
-pub struct SpoolWriter {
-    plain: BufWriter,
-    gzip: BufWriter,
-    encoder: GzEncoder<Vec<u8>>,
-    plain_sha: Sha256,
-    gzip_sha: Sha256,
-    plain_bytes: u64,
-    gzip_bytes: u64,
-}
-
-impl SpoolWriter {
-    /// Writes `chunk` to both copies, after reserving room for them in `spool`; the bytes
-    /// reserved.
-    pub async fn write(
-        &mut self,
-        spool: &Spool,
-        chunk: Bytes,
-        retry_after: Duration,
-    ) -> Result<u64, ApiError> {
-        self.encoder.write_all(&chunk).map_err(|e| ApiError::Internal(format!("gzip: {e}")))?;
-        let compressed = std::mem::take(self.encoder.get_mut());
-        let added = chunk.len() as u64 + compressed.len() as u64;
-        spool.reserve(added, retry_after).await?;
-        self.plain_sha.update(&chunk);
-        self.plain_bytes += chunk.len() as u64;
-        self.plain.put(chunk).await.map_err(|e| spool_error("write", &e))?;
-        self.put_gzip(compressed).await?;
-        Ok(added)
-    }
-
-    /// Bytes of the plain copy so far.
-    pub fn plain_bytes(&self) -> u64 {
-        self.plain_bytes
-    }
-
-    /// Completes both copies; their sizes and hashes, and the bytes the gzip trailer added.
-    pub async fn finish(mut self) -> Result<(Representation, Representation, u64), ApiError> {
-        let encoder = std::mem::replace(&mut self.encoder, GzEncoder::new(Vec::new(), Compression::fast()));
-        let tail = encoder.finish().map_err(|e| ApiError::Internal(format!("gzip: {e}")))?;
-        let added = tail.len() as u64;
-        self.put_gzip(tail).await?;
-        self.plain.shutdown().await.map_err(|e| spool_error("write", &e))?;
-        self.gzip.shutdown().await.map_err(|e| spool_error("write", &e))?;
-        let plain =
-            Representation { bytes: self.plain_bytes, sha256: hex::encode(self.plain_sha.finalize_reset()) };
-        let gzip =
-            Representation { bytes: self.gzip_bytes, sha256: hex::encode(self.gzip_sha.finalize_reset()) };
-        Ok((plain, gzip, added))
-    }
-
-    /// Abandons both copies: nothing of them stays.
-    pub async fn abort(mut self) {
-        let _ = self.plain.abort().await;
-        let _ = self.gzip.abort().await;
-    }
-
-    async fn put_gzip(&mut self, compressed: Vec<u8>) -> Result<(), ApiError> {
-        if compressed.is_empty() {
-            return Ok(());
-        }
-        self.gzip_sha.update(&compressed);
-        self.gzip_bytes += compressed.len() as u64;
-        self.gzip.put(Bytes::from(compressed)).await.map_err(|e| spool_error("write", &e))
-    }
-}
-
 /// The spool's storage failed (503; the detail, which names the object, goes to the log).
 fn spool_error(what: &str, error: &dyn std::fmt::Display) -> ApiError {
     ApiError::SpoolUnavailable {
@@ -671,6 +454,7 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     fn manifest(key: &str, created: u64, bytes: u64) -> Manifest {
         Manifest {
@@ -696,7 +480,7 @@ mod tests {
         let mut writer = spool.writer(key, "j1", "csv", 1);
         let reserved =
             writer.write(spool, Bytes::from(text.to_owned()), Duration::from_secs(1)).await.unwrap();
-        let (plain, gzip, _) = writer.finish().await.unwrap();
+        let (plain, gzip) = writer.finish().await.unwrap();
         let manifest = Manifest { plain, gzip, ..manifest(key, now(), 0) };
         spool.commit(manifest.clone()).await.unwrap();
         spool.release(reserved);
