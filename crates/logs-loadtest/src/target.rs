@@ -30,11 +30,12 @@ pub struct InProcess {
     task: Option<tokio::task::JoinHandle<Result<(), ServiceError>>>,
 }
 
+/// A running server, or replicas behind a balancer: their admin listeners and processes.
 #[derive(Debug)]
 pub struct Remote {
     pub base: String,
-    pub admin: Option<String>,
-    pub pid: Option<u32>,
+    pub admins: Vec<String>,
+    pub pids: Vec<u32>,
 }
 
 impl InProcess {
@@ -100,35 +101,43 @@ impl Target {
         match self {
             Target::InProcess(server) => Some(server.state.metrics().exports()),
             Target::Remote(remote) => {
-                let admin = remote.admin.as_ref()?;
-                let text = http.get(format!("{admin}/metrics")).send().await.ok()?.text().await.ok()?;
-                Some(parse_metrics(&text))
+                let mut all: Option<ExportCounts> = None;
+                for admin in &remote.admins {
+                    let text = http.get(format!("{admin}/metrics")).send().await.ok()?.text().await.ok()?;
+                    let counts = parse_metrics(&text);
+                    all = Some(all.map_or(counts, |sum| add(sum, counts)));
+                }
+                all
             }
         }
     }
 
-    /// (VmRSS, VmHWM) of the server's process in bytes.
+    /// (VmRSS, VmHWM) of the server's process in bytes; of replicas, the largest of each.
     pub fn memory(&self) -> Option<(u64, u64)> {
-        let path = match self {
-            Target::InProcess(_) => "/proc/self/status".to_owned(),
-            Target::Remote(remote) => format!("/proc/{}/status", remote.pid?),
+        let paths = match self {
+            Target::InProcess(_) => vec!["/proc/self/status".to_owned()],
+            Target::Remote(remote) => remote.pids.iter().map(|pid| format!("/proc/{pid}/status")).collect(),
         };
-        let status = std::fs::read_to_string(path).ok()?;
-        Some((status_kib(&status, "VmRSS:")? * 1024, status_kib(&status, "VmHWM:")? * 1024))
+        let mut largest: Option<(u64, u64)> = None;
+        for path in paths {
+            let status = std::fs::read_to_string(path).ok()?;
+            let (rss, hwm) = (status_kib(&status, "VmRSS:")? * 1024, status_kib(&status, "VmHWM:")? * 1024);
+            largest = Some(largest.map_or((rss, hwm), |(r, h)| (r.max(rss), h.max(hwm))));
+        }
+        largest
     }
 
     /// Resets the peak resident size to the current one, so that the peak measured is the
     /// load's and not the set-up's (dataset generation, expected digests). False if the
     /// kernel refused.
     pub fn reset_peak_memory(&self) -> bool {
-        let path = match self {
-            Target::InProcess(_) => "/proc/self/clear_refs".to_owned(),
-            Target::Remote(remote) => match remote.pid {
-                Some(pid) => format!("/proc/{pid}/clear_refs"),
-                None => return false,
-            },
+        let paths = match self {
+            Target::InProcess(_) => vec!["/proc/self/clear_refs".to_owned()],
+            Target::Remote(remote) => {
+                remote.pids.iter().map(|pid| format!("/proc/{pid}/clear_refs")).collect()
+            }
         };
-        std::fs::write(path, "5").is_ok()
+        !paths.is_empty() && paths.into_iter().all(|path| std::fs::write(path, "5").is_ok())
     }
 
     pub fn stop(self) -> anyhow::Result<()> {
@@ -161,6 +170,21 @@ pub fn parse_metrics(text: &str) -> ExportCounts {
         bytes: value("logs_export_bytes_total"),
         buffered: value("logs_export_buffered_bytes"),
         buffered_peak: value("logs_export_buffered_bytes_peak"),
+    }
+}
+
+/// The counters of two replicas as one: sums, but the peak of buffered bytes, which is held to
+/// a bound per process, is the larger one.
+fn add(a: ExportCounts, b: ExportCounts) -> ExportCounts {
+    ExportCounts {
+        running: a.running + b.running,
+        completed: a.completed + b.completed,
+        failed: a.failed + b.failed,
+        cancelled: a.cancelled + b.cancelled,
+        rows: a.rows + b.rows,
+        bytes: a.bytes + b.bytes,
+        buffered: a.buffered + b.buffered,
+        buffered_peak: a.buffered_peak.max(b.buffered_peak),
     }
 }
 

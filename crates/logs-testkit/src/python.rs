@@ -71,6 +71,17 @@ pub fn run_script(python: &Path, script: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// Starts `script` with the environment's `python` and `args`, its stdout and stderr piped.
+pub fn spawn_script(python: &Path, script: &Path, args: &[String]) -> std::process::Child {
+    Command::new(python)
+        .arg(script)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()))
+}
+
 /// FNV-1a, 64 bits: a stable name for a list of requirements.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))

@@ -5,8 +5,7 @@
 //! ListObjectsV2 page, so that every test that lists goes through continuation tokens. moto
 //! accepts any credentials; [`ACCESS_KEY_ID`] and [`SECRET_ACCESS_KEY`] are what the tests give.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -54,8 +53,7 @@ impl S3Server {
 
     fn start_with(env: &[(&str, &str)]) -> S3Server {
         let python = moto_python();
-        // A free port: taken from the kernel, let go, and given to moto at once.
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::free_port();
         let child = Command::new(python)
             .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
             .env("MOTO_S3_DEFAULT_MAX_KEYS", MAX_KEYS.to_string())
@@ -66,7 +64,7 @@ impl S3Server {
             .expect("start moto's server (python -m moto.server)");
         let server = S3Server { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while http(server.addr, "GET", "/", &[]).is_err() {
+        while crate::http::request(server.addr, "GET", "/").is_err() {
             assert!(Instant::now() < deadline, "moto did not answer on {} within 30 s", server.addr);
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -84,7 +82,8 @@ impl S3Server {
 
     /// Creates `bucket` (a plain PUT: moto takes unsigned requests).
     pub fn create_bucket(&self, bucket: &str) {
-        let status = http(self.addr, "PUT", &format!("/{bucket}"), &[]).expect("create the bucket");
+        let (status, _) =
+            crate::http::request(self.addr, "PUT", &format!("/{bucket}")).expect("create the bucket");
         assert_eq!(status, 200, "PUT /{bucket}");
     }
 
@@ -100,7 +99,7 @@ impl S3Server {
             if let Some(token) = &token {
                 target.push_str(&format!("&continuation-token={}", percent_encode(token)));
             }
-            let body = get_body(self.addr, &target).expect("list the bucket");
+            let (_, body) = crate::http::request(self.addr, "GET", &target).expect("list the bucket");
             keys.extend(between(&body, "<Key>", "</Key>"));
             token = between(&body, "<NextContinuationToken>", "</NextContinuationToken>").into_iter().next();
             if token.is_none() {
@@ -154,36 +153,4 @@ fn percent_encode(text: &str) -> String {
             }
         })
         .collect()
-}
-
-/// A GET's response body (the whole response after its head).
-fn get_body(addr: SocketAddr, target: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes())?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    Ok(text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default())
-}
-
-/// Sends one request with an empty body; the response's status.
-fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> std::io::Result<u16> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes())?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let line = String::from_utf8_lossy(&response);
-    line.split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no HTTP status from {addr}")))
 }

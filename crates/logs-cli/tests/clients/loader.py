@@ -5,7 +5,9 @@ CSV in chunks with pandas. Then it checks every day against what DuckDB computes
 Parquet files themselves.
 
 Like the loaders of the original service, it repeats a request answered `202 Accepted` after
-its `Retry-After` (the export is being prepared), and splits a day answered `400 … Try to use
+its `Retry-After` (the export is being prepared), downloads an export again (up to 3 times)
+when its transfer breaks (the connection reset or closed before the body's end, which is how
+a server that dies mid-transfer shows), and splits a day answered `400 … Try to use
 more parts.` with `parts_count` and `part_number` (2 parts, then 4, 8, … up to 64), the day's
 rows being those of all its parts.
 
@@ -16,7 +18,7 @@ chunk into a database does; with a pause, the sockets have a small receive buffe
 pause soon stops the server's writes.
 
 Prints one JSON object: days, requests (all HTTP requests), accepted (answers 202), parts (the
-most parts a day was split into, 1 if none), rows, whether every answer was gzipped, and
+most parts a day was split into, 1 if none), retries (broken transfers downloaded again), rows, whether every answer was gzipped, and
 whether every file came prepared (with a Content-Length and an ETag). Exits non-zero, saying
 which day differs, if any does.
 """
@@ -31,6 +33,7 @@ import time
 import duckdb
 import pandas
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection
 
@@ -56,6 +59,11 @@ SOURCES = {"appmetrica_device_id": "service_device_id", "oaid": None, "android_i
 
 CHUNK_ROWS = 500
 MAX_PARTS = 64
+# Downloads of one export after a broken transfer.
+MAX_RETRIES = 3
+# What a broken transfer raises: a reset or closed connection, a body cut short of its
+# Content-Length or of its last chunk, a gzip stream cut short.
+BROKEN = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError, urllib3.exceptions.HTTPError)
 MORE_PARTS = "Try to use more parts."
 # The longest a loader waits for one export to be prepared.
 MAX_PREPARING_SECONDS = 600
@@ -88,6 +96,7 @@ class Loader:
         self.requests = 0
         self.accepted = 0
         self.parts = 1
+        self.retries = 0
         self.gzip = True
         self.prepared = True
 
@@ -115,6 +124,17 @@ class Loader:
                 self.parts = max(self.parts, parts)
 
     def download(self, what, params: dict) -> list:
+        """One export's rows, downloaded again if its transfer breaks."""
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return self.download_once(what, params)
+            except BROKEN as e:
+                if attempt == MAX_RETRIES:
+                    sys.exit(f"{what}: the transfer broke {MAX_RETRIES + 1} times, the last: {e}")
+                self.retries += 1
+                print(f"{what}: the transfer broke ({type(e).__name__}); downloading it again", file=sys.stderr)
+
+    def download_once(self, what, params: dict) -> list:
         """One export's rows: the request repeated while it is answered 202."""
         url = f"{self.base}/logs/v1/export/errors.csv"
         started = time.monotonic()
@@ -210,6 +230,7 @@ def main() -> None:
         "requests": loader.requests,
         "accepted": loader.accepted,
         "parts": loader.parts,
+        "retries": loader.retries,
         "rows": total,
         "gzip": loader.gzip,
         "prepared": loader.prepared,

@@ -16,3 +16,9 @@ pub fn run_script(script: &str, args: &[&str]) -> String {
     let python = logs_testkit::python::python("readers", REQUIREMENTS);
     logs_testkit::python::run_script(&python, &clients_dir().join(script), args)
 }
+
+/// Starts `tests/clients/<script>` with `args`, its output piped; the caller waits for it.
+pub fn spawn_script(script: &str, args: &[String]) -> std::process::Child {
+    let python = logs_testkit::python::python("readers", REQUIREMENTS);
+    logs_testkit::python::spawn_script(&python, &clients_dir().join(script), args)
+}

@@ -1,0 +1,138 @@
+//! `logs-cluster`: the one command that brings up replicas behind a balancer on loopback, as
+//! the replica tests do — an S3 server (moto) with a generated dataset, N `logs serve`
+//! replicas over that bucket sharing one spool, and haproxy in front with
+//! `deploy/haproxy.cfg`. It prints a token and curl commands through the balancer, and stops
+//! everything on Ctrl-C. Run it with `deploy/cluster` (which builds `logs` first).
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use clap::Parser;
+use logs_testkit::cluster::{Cluster, ClusterOptions, DATASET, SPOOL};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "logs-cluster",
+    about = "Replicas of `logs serve` over one bucket behind haproxy, on loopback"
+)]
+struct Args {
+    /// How many replicas (1 to 8).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=8))]
+    replicas: u16,
+    /// Rows of the generated dataset.
+    #[arg(long, default_value_t = 200_000)]
+    rows: u64,
+    /// Days of the generated dataset, from 2026-10-01.
+    #[arg(long, default_value_t = 14)]
+    days: u32,
+    /// How often the balancer asks each replica's /readyz (a stopping replica drains for 4 of these).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    check_interval: Duration,
+    /// The `logs` binary (default: the one beside this program).
+    #[arg(long)]
+    logs: Option<PathBuf>,
+    /// More flags for every replica's `logs serve` (after `--`), e.g. `-- --prepare always`.
+    #[arg(last = true)]
+    serve_flags: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let logs = match &args.logs {
+        Some(logs) => logs.clone(),
+        None => std::env::current_exe().expect("this program's path").with_file_name("logs"),
+    };
+    if !logs.is_file() {
+        eprintln!("logs-cluster: no `logs` binary at {} (build it: cargo build -p logs-cli)", logs.display());
+        return ExitCode::from(2);
+    }
+    let folder = tempfile::Builder::new().prefix("logs-cluster-").tempdir().expect("a temporary folder");
+    let dataset = folder.path().join("dataset");
+    println!("generating {} rows over {} days…", args.rows, args.days);
+    let generated = Command::new(&logs)
+        .args(["generate", "--rows", &args.rows.to_string(), "--days", &args.days.to_string(), "--out"])
+        .arg(&dataset)
+        .status()
+        .expect("run logs generate");
+    if !generated.success() {
+        eprintln!("logs-cluster: logs generate failed ({generated})");
+        return ExitCode::from(1);
+    }
+
+    let token = random_token();
+    let mut options = ClusterOptions::new(&logs, &dataset, folder.path());
+    options.replicas = usize::from(args.replicas);
+    options.tokens = vec![("cluster".to_owned(), token.clone())];
+    options.flags = args.serve_flags.clone();
+    options.check_interval = args.check_interval;
+    println!("starting moto, {} replicas and haproxy…", options.replicas);
+    let cluster = Cluster::start(options);
+
+    let s3 = cluster.s3();
+    println!();
+    println!("S3 server (moto)   {}   dataset {DATASET}, spool {SPOOL}", s3.endpoint());
+    for (i, replica) in cluster.replicas().iter().enumerate() {
+        println!(
+            "replica {}          {}   admin {}/readyz   pid {}   log {}",
+            i + 1,
+            replica.url(),
+            replica.admin_url(),
+            replica.pid().unwrap_or(0),
+            replica.log_path().display()
+        );
+    }
+    println!(
+        "balancer           {}   stats {}/stats   ({})",
+        cluster.url(),
+        cluster.balancer().admin_url(),
+        logs_testkit::haproxy::version()
+    );
+    println!();
+    println!("Token (service:read and service:write on every application):");
+    println!();
+    println!("    {token}");
+    println!();
+    println!("Try it through the balancer:");
+    println!();
+    let query = "application_id=1001&date_since=2026-10-01&date_until=2026-10-07\
+                 &fields=error_datetime,error_name,os_name,app_version_name&limit=10";
+    println!(
+        "    curl -H 'Authorization: OAuth {token}' '{}/logs/v1/export/errors.csv?{query}'",
+        cluster.url()
+    );
+    println!();
+    println!("A prepared export (202 until it is ready, then the file; any replica serves it):");
+    println!();
+    println!(
+        "    curl -i -H 'Prefer: respond-async' -H 'Authorization: OAuth {token}' \
+         '{}/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-14&fields=error_id,error'",
+        cluster.url()
+    );
+    println!();
+    println!("Stop a replica (kill -TERM <pid>) or kill it (kill -9 <pid>) and watch the stats page.");
+    println!("Ctrl-C stops everything and deletes {}.", folder.path().display());
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+    });
+    println!("stopping…");
+    drop(cluster);
+    ExitCode::SUCCESS
+}
+
+/// 32 random hex digits from the kernel.
+fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .expect("read /dev/urandom");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
