@@ -179,6 +179,12 @@ async fn through_the_balancer_every_replica_answers_the_bytes_of_one_process() {
 
     let servers = cluster.servers();
     assert!(servers.iter().all(|s| s.requests > 0), "every replica answered some: {servers:?}");
+    // The balancer logs each request, and never its token.
+    let log = cluster.balancer().log();
+    assert!(log.matches("GET /logs/v1/export/").count() >= 54, "{log}");
+    for (_, token) in cluster.tokens() {
+        assert!(!log.contains(token.as_str()), "a token in the balancer's log");
+    }
 }
 
 #[test]

@@ -42,6 +42,11 @@ pub struct ClusterOptions {
     pub flags: Vec<String>,
     /// More environment variables for every replica.
     pub env: Vec<(String, String)>,
+    /// Where the balancer listens (a free loopback port when `None`).
+    pub listen: Option<SocketAddr>,
+    /// Keys per listing page of the S3 server (the tests' [`crate::s3::MAX_KEYS`] by default,
+    /// so that every listing paginates).
+    pub max_keys: usize,
     /// How often the balancer asks each replica's `/readyz`. A replica stopping keeps serving
     /// for four of these (`--drain-delay`): the balancer takes it out after two failed checks.
     pub check_interval: Duration,
@@ -57,6 +62,8 @@ impl ClusterOptions {
             tokens: Vec::new(),
             flags: Vec::new(),
             env: Vec::new(),
+            listen: None,
+            max_keys: crate::s3::MAX_KEYS,
             check_interval: Duration::from_secs(2),
         }
     }
@@ -178,7 +185,7 @@ impl Cluster {
     pub fn start(options: ClusterOptions) -> Cluster {
         assert!((1..=8).contains(&options.replicas), "1 to 8 replicas");
         std::fs::create_dir_all(&options.folder).unwrap();
-        let s3 = S3Server::start();
+        let s3 = S3Server::start_with_max_keys(options.max_keys);
         s3.create_bucket(BUCKET);
         s3.upload_folder(&options.dataset, BUCKET, "dataset");
         let tokens_file = options.folder.join("tokens.toml");
@@ -222,7 +229,7 @@ impl Cluster {
             replicas.iter().map(|r| Backend { api: r.api, admin_port: r.admin.port() }).collect();
         let interval = format!("{}ms", options.check_interval.as_millis());
         let cluster = Cluster {
-            balancer: Haproxy::start(&backends, &interval, &options.folder),
+            balancer: Haproxy::start(&backends, options.listen, &interval, &options.folder),
             replicas,
             s3,
             tokens: options.tokens,

@@ -143,14 +143,19 @@ pub struct ServerState {
 }
 
 impl Haproxy {
-    /// Starts haproxy with the repository's configuration in front of `backends`, on free
-    /// loopback ports, asking each replica's `/readyz` every `check_interval` (`500ms`, `2s`);
+    /// Starts haproxy with the repository's configuration in front of `backends`, listening on
+    /// `listen` (a free loopback port when `None`; its statistics always on one), asking each replica's `/readyz` every `check_interval` (`500ms`, `2s`);
     /// its log goes to `folder/haproxy.log`. Returns once its listener answers.
-    pub fn start(backends: &[Backend], check_interval: &str, folder: &Path) -> Haproxy {
+    pub fn start(
+        backends: &[Backend],
+        listen: Option<SocketAddr>,
+        check_interval: &str,
+        folder: &Path,
+    ) -> Haproxy {
         assert!((1..=8).contains(&backends.len()), "deploy/haproxy.cfg has room for 1 to 8 replicas");
         let config = folder.join("haproxy.cfg");
         std::fs::write(&config, CONFIG).unwrap();
-        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let listen = listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = folder.join("haproxy.log");
         let mut command = program().command();

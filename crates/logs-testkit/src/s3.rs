@@ -51,6 +51,11 @@ impl S3Server {
         S3Server::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")])
     }
 
+    /// Starts moto answering at most `max_keys` keys per listing page (S3's own is 1 000).
+    pub fn start_with_max_keys(max_keys: usize) -> S3Server {
+        S3Server::start_with(&[("MOTO_S3_DEFAULT_MAX_KEYS", &max_keys.to_string())])
+    }
+
     fn start_with(env: &[(&str, &str)]) -> S3Server {
         let python = moto_python();
         let port = crate::free_port();

@@ -27,6 +27,9 @@ struct Args {
     /// Days of the generated dataset, from 2026-10-01.
     #[arg(long, default_value_t = 14)]
     days: u32,
+    /// Where the balancer listens.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    listen: std::net::SocketAddr,
     /// How often the balancer asks each replica's /readyz (a stopping replica drains for 4 of these).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     check_interval: Duration,
@@ -67,6 +70,8 @@ fn main() -> ExitCode {
     options.tokens = vec![("cluster".to_owned(), token.clone())];
     options.flags = args.serve_flags.clone();
     options.check_interval = args.check_interval;
+    options.listen = Some(args.listen);
+    options.max_keys = 1000;
     println!("starting moto, {} replicas and haproxy…", options.replicas);
     let cluster = Cluster::start(options);
 
