@@ -450,7 +450,7 @@ class Bucket:
                         AWS_EC2_METADATA_DISABLED="true")
 
     def counters(self):
-        """The proxy's requests (chunks clients sent), bytes served and connections so far."""
+        """The proxy's requests, bytes served and connections so far."""
         self.proxy.stdin.write("\n")
         self.proxy.stdin.flush()
         line = self.proxy.stdout.readline()

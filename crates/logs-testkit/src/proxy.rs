@@ -2,8 +2,9 @@
 //! server), switched while it runs:
 //!
 //! - [`Mode::Pass`]: bytes go through unchanged;
-//! - [`Mode::Delay`]: each chunk the client sends (in practice each request) waits first —
-//!   the same latency for every client, unlike a delay inside one of them;
+//! - [`Mode::Delay`]: each request waits first (its first chunk; an upload's body follows
+//!   without more delay) — the same latency for every client, unlike a delay inside one of
+//!   them;
 //! - [`Mode::Status`]: every new request is answered with that HTTP status and closed;
 //! - [`Mode::FailFirst`]: the next `n` requests get a 503, the ones after pass;
 //! - [`Mode::Drop`]: connections are closed as soon as they arrive.
@@ -99,7 +100,8 @@ impl FaultProxy {
         *self.shared.mode.lock().unwrap() = mode;
     }
 
-    /// Chunks the clients sent so far (about one per request).
+    /// Requests the clients sent so far: the chunks a client sent after the previous answer
+    /// began.
     pub fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::Relaxed)
     }
@@ -183,18 +185,25 @@ fn connection(mut client: TcpStream, upstream: SocketAddr, shared: &Arc<Shared>)
         }
         let _ = client.shutdown(Shutdown::Write);
     });
-    // Client to server: each chunk after the mode's action.
+    // Client to server: each request after the mode's action.
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         let n = match client_reader.read(&mut buffer) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        shared.requests.fetch_add(1, Ordering::Relaxed);
-        if !waiting.swap(true, Ordering::SeqCst) {
-            let now = shared.waiting.fetch_add(1, Ordering::SeqCst) + 1;
-            shared.most_waiting.fetch_max(now, Ordering::SeqCst);
+        // A request starts with the first chunk the client sends after the previous answer
+        // began (HTTP/1.1 clients do not pipeline); the rest of its head and its body (an
+        // upload) follow without another action or delay.
+        if waiting.swap(true, Ordering::SeqCst) {
+            if server_writer.write_all(&buffer[..n]).is_err() {
+                break;
+            }
+            continue;
         }
+        shared.requests.fetch_add(1, Ordering::Relaxed);
+        let now = shared.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.most_waiting.fetch_max(now, Ordering::SeqCst);
         match next_action(shared) {
             Mode::Pass | Mode::FailFirst(_) => {}
             Mode::Delay(delay) => std::thread::sleep(delay),

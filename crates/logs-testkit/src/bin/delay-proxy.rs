@@ -8,8 +8,8 @@
 //! ```
 //!
 //! The first line on stdout is `http://127.0.0.1:PORT`, the proxy's address. Then, for every
-//! line read on stdin, one line `requests=N bytes=N connections=N`: the chunks clients sent so
-//! far (about one per request), the bytes the server sent back and the connections opened,
+//! line read on stdin, one line `requests=N bytes=N connections=N`: the requests clients sent so
+//! far (each delayed once, however many chunks its body takes), the bytes the server sent back and the connections opened,
 //! since the start. It stops at the end of stdin.
 
 use std::io::{BufRead, Write};
