@@ -20,14 +20,6 @@ fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
 }
 
-/// The example alias file shipped for clients of the original API.
-fn original_api_aliases() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/original-api-aliases.toml")
-        .display()
-        .to_string()
-}
-
 /// One JSON report per line, as the scripts print them.
 fn reports(output: &str) -> Vec<Value> {
     output.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
@@ -120,13 +112,7 @@ fn json_parsers_read_bom_requests_and_doubles_get_exact_ids() {
 /// The 14 days the loader tests copy: 12,000 records, about 690 a day of application 1001
 /// (two pandas chunks a day), each day's CSV 0.86 to 1.08 MB.
 fn fourteen_days() -> tempfile::TempDir {
-    let data = tempfile::tempdir().unwrap();
-    let mut options = logs_generate::GenerateOptions::new(data.path());
-    options.rows = 12_000;
-    options.days = 14;
-    options.threads = 2;
-    logs_generate::generate(&options).unwrap();
-    data
+    generated(12_000, 14)
 }
 
 /// The records of application 1001 in the 14 days, as `logs export` counts them.

@@ -24,13 +24,7 @@ fn spool_files(spool: &Path) -> Vec<String> {
 /// 60 000 records on one day: the CSV of `error_id,error` of application 1001 is over 10 MB,
 /// so that a job lasts long enough to be cut.
 fn one_large_day() -> tempfile::TempDir {
-    let data = tempfile::tempdir().unwrap();
-    let mut options = logs_generate::GenerateOptions::new(data.path());
-    options.rows = 60_000;
-    options.days = 1;
-    options.threads = 2;
-    logs_generate::generate(&options).unwrap();
-    data
+    generated(60_000, 1)
 }
 
 /// Repeats the GET while it answers 202; the first other answer.

@@ -16,7 +16,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -30,16 +30,6 @@ const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// Six tokens: with a consistent hash of the token, each replica gets some of them.
 fn tokens() -> Vec<(String, String)> {
     (0..6).map(|i| (format!("t{i}"), format!("replica-test-token-{i}-8d1f3a"))).collect()
-}
-
-fn generated(rows: u64, days: u32) -> tempfile::TempDir {
-    let data = tempfile::tempdir().unwrap();
-    let mut options = logs_generate::GenerateOptions::new(data.path());
-    options.rows = rows;
-    options.days = days;
-    options.threads = 2;
-    logs_generate::generate(&options).unwrap();
-    data
 }
 
 /// The cluster over `dataset`, each replica with `flags` and one partition per query (rows in
@@ -493,16 +483,11 @@ async fn a_tokens_limit_of_running_exports_holds_across_the_replicas() {
     drop(held);
 }
 
-/// The original API's aliases, as the loader asks for its fields.
-fn original_api_aliases() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/original-api-aliases.toml")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loader_downloads_14_days_through_the_balancer_while_a_replica_is_killed_and_restarted() {
     let data = generated(12_000, 14);
     let folder = tempfile::tempdir().unwrap();
-    let aliases = original_api_aliases().display().to_string();
+    let aliases = original_api_aliases();
     let flags = [
         "--field-aliases",
         &aliases,
