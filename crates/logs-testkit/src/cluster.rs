@@ -194,7 +194,7 @@ impl Cluster {
         let drain_delay = options.check_interval * 4;
         let mut env: Vec<(String, String)> = s3.env().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
         env.extend(options.env.iter().cloned());
-        let replicas: Vec<Replica> = (1..=options.replicas)
+        let mut replicas: Vec<Replica> = (1..=options.replicas)
             .map(|n| {
                 let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
                 let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -221,7 +221,6 @@ impl Cluster {
                 Replica { command, env: env.clone(), api, admin, log, child: None }
             })
             .collect();
-        let mut replicas = replicas;
         for replica in &mut replicas {
             replica.start();
         }
