@@ -304,7 +304,8 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
     let targets = load_targets(data.path());
 
     // A prepared export of token t0 starts on t0's replica: that is the one to kill.
-    let job = "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error,error_id,error_name";
+    let job = "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-02\
+               &fields=error,error_json,error_id,error_name";
     let t0 = cluster.tokens()[0].1.clone();
     let accepted = client
         .get(format!("{}/logs/v1/export/{job}", cluster.url()))
