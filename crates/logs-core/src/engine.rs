@@ -215,6 +215,7 @@ impl Engine {
             range: request.range(),
             dimension: request.date_dimension(),
             skip_unavailable: request.skip_unavailable_shards(),
+            selects_rows: !request.filters().is_empty() || request.parts().is_some(),
         };
         let requests = Arc::new(RequestCounts::default());
         let selection = self.storage.select(&scope, &requests).await?;

@@ -225,12 +225,11 @@ impl Storage {
             .collect();
         selection.candidate_files = objects.len();
 
-        let column = scope.dimension.timestamp_field().name();
         let checks: Vec<_> = objects
             .into_iter()
             .map(|object| {
                 let file = ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts));
-                self.check_footer_off_the_worker(file, column, scope.range)
+                self.check_footer_off_the_worker(file, *scope)
             })
             .collect();
         let mut checks = futures::stream::iter(checks).buffered(FOOTER_READS_IN_FLIGHT);
@@ -288,27 +287,20 @@ impl Storage {
 
     /// [`Storage::check_footer`], for a local file on the blocking pool: its reads are
     /// synchronous, and several footers are read at once.
-    async fn check_footer_off_the_worker(
-        &self,
-        file: ObjectFile,
-        column: &'static str,
-        range: TimeRange,
-    ) -> Result<FooterCheck> {
+    async fn check_footer_off_the_worker(&self, file: ObjectFile, scope: Scope) -> Result<FooterCheck> {
         match self.backend() {
             Backend::Local { .. } => {
                 let storage = self.clone();
                 let runtime = tokio::runtime::Handle::current();
-                tokio::task::spawn_blocking(move || {
-                    runtime.block_on(storage.check_footer(file, column, range))
-                })
-                .await
-                .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))
+                tokio::task::spawn_blocking(move || runtime.block_on(storage.check_footer(file, scope)))
+                    .await
+                    .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))
             }
-            Backend::Store { .. } => Ok(self.check_footer(file, column, range).await),
+            Backend::Store { .. } => Ok(self.check_footer(file, scope).await),
         }
     }
 
-    async fn check_footer(&self, mut file: ObjectFile, column: &str, range: TimeRange) -> FooterCheck {
+    async fn check_footer(&self, mut file: ObjectFile, scope: Scope) -> FooterCheck {
         let cache = self.metadata_cache();
         let cached = footer::cached(cache, file.meta());
         let read = async {
@@ -319,13 +311,15 @@ impl Storage {
             // Checked on every export, cached footer or not: the checks are cheap.
             check_types(&footer)?;
             let rows = footer.file_metadata().num_rows().max(0) as u64;
-            let overlap = range_overlap(&footer, column, range);
+            let overlap = range_overlap(&footer, scope.dimension.timestamp_field().name(), scope.range);
             if rows == 0 || overlap == RangeOverlap::None {
                 return Ok(None);
             }
             let mut prefetched = Prefetched::default();
             if cached.is_none() {
-                let completed = footer::complete(&file, &footer).await?;
+                // Pages are skipped only where rows are picked within the file.
+                let selects_rows = scope.selects_rows || overlap != RangeOverlap::All;
+                let completed = footer::complete(&file, &footer, selects_rows).await?;
                 prefetched = footer::kept_for_scan(&file);
                 footer::remember(cache, file.meta(), completed);
             }

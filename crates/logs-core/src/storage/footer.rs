@@ -42,13 +42,22 @@ pub(crate) fn kept_for_scan(file: &ObjectFile) -> Prefetched {
     if file.is_remote() { file.prefetched().clone() } else { Prefetched::default() }
 }
 
-/// `footer` with the page index of `file`, or, for a file written without one, an offset index
-/// rebuilt from its page headers, so that the scan fetches only the pages it needs.
-pub(crate) async fn complete(file: &ObjectFile, footer: &ParquetMetaData) -> Result<ParquetMetaData, String> {
+/// `footer` with the page index of `file`. For a file written without one, when the scan will
+/// pick rows within it (`selects_rows`), an offset index rebuilt from its page headers, so that
+/// the scan fetches only the pages it needs; a scan that reads every row needs none, and walking
+/// the headers would cost a read per page (a request per page in a store).
+pub(crate) async fn complete(
+    file: &ObjectFile,
+    footer: &ParquetMetaData,
+    selects_rows: bool,
+) -> Result<ParquetMetaData, String> {
     let mut reader = ParquetMetaDataReader::new_with_metadata(footer.clone())
         .with_page_index_policy(PageIndexPolicy::Optional);
     reader.load_page_index(file).await.map_err(reason)?;
     let footer = reader.finish().map_err(reason)?;
+    if !selects_rows {
+        return Ok(footer);
+    }
     Ok(match page_headers::with_rebuilt_offset_index(file, &footer).await {
         Some(rebuilt) => rebuilt,
         None => footer,

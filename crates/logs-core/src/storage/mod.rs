@@ -55,6 +55,10 @@ pub struct Scope {
     pub dimension: DateDimension,
     /// Leave unreadable files out (and count them) instead of failing.
     pub skip_unavailable: bool,
+    /// Rows are picked within files by more than the time range (filters, parts), so that the
+    /// scan can skip pages that hold none of them. A file without an offset index then gets one
+    /// rebuilt from its page headers; otherwise only a file the range cuts through does.
+    pub selects_rows: bool,
 }
 
 /// A dataset's storage (see the module documentation). Cheap to clone.
