@@ -27,20 +27,6 @@ fn one_large_day() -> tempfile::TempDir {
     generated(60_000, 1)
 }
 
-/// Repeats the GET while it answers 202; the first other answer.
-async fn until_done(client: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let response =
-            client.get(url).header("Authorization", format!("OAuth {token}")).send().await.unwrap();
-        if response.status() != 202 {
-            return response;
-        }
-        assert!(Instant::now() < deadline, "still 202 after 120 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_incomplete_one() {
     let data = one_large_day();

@@ -53,25 +53,6 @@ async fn get(client: &reqwest::Client, base: &str, target: &str, token: &str) ->
     client.get(url).header("Authorization", format!("OAuth {token}")).send().await.unwrap()
 }
 
-/// Repeats a prepared request while it answers 202; the first other answer.
-async fn until_done(client: &reqwest::Client, base: &str, target: &str, token: &str) -> reqwest::Response {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let response = client
-            .get(format!("{base}/logs/v1/export/{target}"))
-            .header("Authorization", format!("OAuth {token}"))
-            .header("Prefer", "respond-async")
-            .send()
-            .await
-            .unwrap();
-        if response.status() != 202 {
-            return response;
-        }
-        assert!(Instant::now() < deadline, "still 202 after 120 s");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// A gauge of the replica's `/metrics` (0 when it cannot be read).
 async fn gauge(client: &reqwest::Client, admin: &str, name: &str) -> u64 {
     let Ok(response) = client.get(format!("{admin}/metrics")).send().await else { return 0 };
@@ -222,6 +203,16 @@ struct Outcome {
     result: Result<(), Failure>,
 }
 
+impl Outcome {
+    /// The target and why it failed, if it did.
+    fn describe(&self) -> String {
+        match &self.result {
+            Ok(()) => format!("{}: complete", self.target),
+            Err(Failure::Aborted(why) | Failure::Wrong(why)) => format!("{}: {why}", self.target),
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Failure {
     /// The transfer broke: the body could not be read to its end.
@@ -340,10 +331,8 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
 
     let wrong: Vec<String> = outcomes
         .iter()
-        .filter_map(|o| match &o.result {
-            Err(Failure::Wrong(why)) => Some(format!("{}: {why}", o.target)),
-            _ => None,
-        })
+        .filter(|o| matches!(o.result, Err(Failure::Wrong(_))))
+        .map(Outcome::describe)
         .collect();
     assert!(wrong.is_empty(), "no request may fail otherwise than by an aborted transfer: {wrong:#?}");
     let aborted: Vec<&Outcome> =
@@ -356,17 +345,11 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
     assert!(after.len() >= 6, "{} requests after the kill", after.len());
     assert!(after.iter().all(|o| o.result.is_ok()), "requests after the kill failed: {after:#?}");
     assert!(outcomes.iter().any(|o| o.result.is_ok() && o.started < killed), "the load ran before the kill");
-    let cut: Vec<String> = aborted
-        .iter()
-        .filter_map(|o| match &o.result {
-            Err(Failure::Aborted(why)) => Some(format!("{}: {why}", o.target)),
-            _ => None,
-        })
-        .collect();
+    let cut: Vec<String> = aborted.iter().map(|o| o.describe()).collect();
     println!("{} requests; the transfers the kill cut: {cut:#?}", outcomes.len());
 
     // The job: another replica takes it over once the dead one's lease has expired.
-    let done = until_done(&client, &cluster.url(), job, &t0).await;
+    let done = until_done(&client, &format!("{}/logs/v1/export/{job}", cluster.url()), &t0).await;
     assert_eq!(done.status(), 200);
     assert!(done.bytes().await.unwrap() == export(data.path(), job), "the prepared export differs");
     let key = victim_jobs.last().expect("the victim logged its job").clone();
@@ -437,7 +420,8 @@ async fn the_same_request_to_every_replica_at_once_is_prepared_once() {
         let expected = export(data.path(), target);
         let mut etags = Vec::new();
         for replica in cluster.replicas() {
-            let done = until_done(&client, &replica.url(), target, &token).await;
+            let done =
+                until_done(&client, &format!("{}/logs/v1/export/{target}", replica.url()), &token).await;
             assert_eq!(done.status(), 200);
             etags.push(done.headers()["etag"].clone());
             assert!(done.bytes().await.unwrap() == expected, "{target} from {}", replica.url());

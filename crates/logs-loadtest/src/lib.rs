@@ -84,8 +84,8 @@ pub struct Args {
     /// repeated for replicas behind a balancer, whose counters are added up.
     #[arg(long)]
     admin_url: Vec<String>,
-    /// With --url: the server's process id, for its memory; repeated for replicas, each held
-    /// to the bound.
+    /// With --url: the server's process id, for its memory; repeated for replicas, the largest
+    /// peak of them is held to the bound (from the largest memory before the load).
     #[arg(long)]
     pid: Vec<u32>,
 

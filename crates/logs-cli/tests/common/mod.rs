@@ -120,3 +120,23 @@ pub fn original_api_aliases() -> String {
         .display()
         .to_string()
 }
+
+/// Repeats a GET of `url` (asking for a prepared export) while it answers 202, for at most
+/// 120 s; the first other answer.
+pub async fn until_done(client: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let response = client
+            .get(url)
+            .header("Authorization", format!("OAuth {token}"))
+            .header("Prefer", "respond-async")
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 202 {
+            return response;
+        }
+        assert!(std::time::Instant::now() < deadline, "still 202 after 120 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
