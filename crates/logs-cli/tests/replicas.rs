@@ -289,7 +289,8 @@ fn load_targets(data: &Path) -> Arc<Vec<(String, Vec<u8>)>> {
 async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_taken_over() {
     let data = generated(60_000, 2);
     let folder = tempfile::tempdir().unwrap();
-    let flags = ["--spool-lease-ttl", "10s", "--prepared-retry-after", "1s"];
+    // t0 holds a job, a transfer and a load client's request at the kill.
+    let flags = ["--spool-lease-ttl", "10s", "--prepared-retry-after", "1s", "--max-exports-per-token", "4"];
     let mut cluster = cluster(data.path(), folder.path(), &flags);
     let client = client();
     let targets = load_targets(data.path());
@@ -313,6 +314,12 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
         }
     }
     let victim = victim.expect("a replica prepares the export");
+    // A transfer certainly in flight at the kill: a large export of t0 (so from the victim),
+    // its body left unread so that the replica is still writing it.
+    let large =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error,error_json";
+    let held = get(&client, &cluster.url(), large, &t0).await;
+    assert_eq!(held.status(), 200);
 
     let stop = Arc::new(AtomicBool::new(false));
     let running = tokio::spawn(load(cluster.url(), targets.clone(), stop.clone()));
@@ -335,9 +342,14 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
         .map(Outcome::describe)
         .collect();
     assert!(wrong.is_empty(), "no request may fail otherwise than by an aborted transfer: {wrong:#?}");
+    // The held transfer ends in an error, never as a clean short body.
+    match held.bytes().await {
+        Ok(body) => panic!("the held transfer ended cleanly after the kill, with {} bytes", body.len()),
+        Err(e) => assert!(e.is_body() || e.is_decode(), "{e:?}"),
+    }
+    // Of the load, only transfers in flight at the kill may have been cut.
     let aborted: Vec<&Outcome> =
         outcomes.iter().filter(|o| matches!(o.result, Err(Failure::Aborted(_)))).collect();
-    assert!(!aborted.is_empty(), "the kill cut no transfer: {} requests", outcomes.len());
     for o in &aborted {
         assert!(o.started < killed && o.ended >= killing, "an abort not in flight at the kill: {o:#?}");
     }
