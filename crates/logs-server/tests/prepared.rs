@@ -434,9 +434,14 @@ async fn callers_with_different_rights_share_a_job_only_where_both_may_read() {
     }
 
     // Application 1001: the second caller joins the first one's job and gets the same file.
+    // Both ask at once, so that the job (of a small export) is still running when the second
+    // request arrives.
     let url = server.url(WIDE);
-    assert_eq!(get_with(&url, READER, &[("prefer", "respond-async")]).await.status(), StatusCode::ACCEPTED);
-    let (theirs, accepted) = until_done(&url, APP1001, &[("prefer", "respond-async")]).await;
+    let (first, (theirs, accepted)) = tokio::join!(
+        get_with(&url, READER, &[("prefer", "respond-async")]),
+        until_done(&url, APP1001, &[("prefer", "respond-async")])
+    );
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
     assert!(accepted >= 1, "joined while running");
     let mine = get_with(&url, READER, &[("prefer", "respond-async")]).await;
     assert_eq!(etag_of(&theirs), etag_of(&mine));
