@@ -27,6 +27,11 @@ use logs_testkit::cluster::{Cluster, ClusterOptions};
 /// How often the balancer asks each replica's `/readyz` in these tests.
 const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
+/// An export of the 2-day generated dataset too large to fit in the socket buffers between a
+/// replica and a client that does not read it: the replica is still writing it.
+const LARGE: &str =
+    "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error,error_json";
+
 /// Six tokens: with a consistent hash of the token, each replica gets some of them.
 fn tokens() -> Vec<(String, String)> {
     (0..6).map(|i| (format!("t{i}"), format!("replica-test-token-{i}-8d1f3a"))).collect()
@@ -316,9 +321,7 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
     let victim = victim.expect("a replica prepares the export");
     // A transfer certainly in flight at the kill: a large export of t0 (so from the victim),
     // its body left unread so that the replica is still writing it.
-    let large =
-        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error,error_json";
-    let held = get(&client, &cluster.url(), large, &t0).await;
+    let held = get(&client, &cluster.url(), LARGE, &t0).await;
     assert_eq!(held.status(), 200);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -451,17 +454,15 @@ async fn a_tokens_limit_of_running_exports_holds_across_the_replicas() {
     let cluster = cluster(data.path(), folder.path(), &["--max-exports-per-token", "2"]);
     let client = client();
     let token = cluster.tokens()[0].1.clone();
-    let large =
-        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-02&fields=error,error_json";
 
     // Two exports of the token, their bodies left unread: both run.
     let held = [
-        get(&client, &cluster.url(), large, &token).await,
-        get(&client, &cluster.url(), large, &token).await,
+        get(&client, &cluster.url(), LARGE, &token).await,
+        get(&client, &cluster.url(), LARGE, &token).await,
     ];
     assert!(held.iter().all(|r| r.status() == 200));
     // A third through the balancer reaches the same replica, which refuses it.
-    let third = get(&client, &cluster.url(), large, &token).await;
+    let third = get(&client, &cluster.url(), LARGE, &token).await;
     assert_eq!(third.status(), 429, "{}", third.text().await.unwrap());
     assert_eq!(third.headers()["retry-after"], "5");
     // Sent straight to another replica, the same token would run a third: the balancer's
@@ -474,7 +475,7 @@ async fn a_tokens_limit_of_running_exports_holds_across_the_replicas() {
         running.iter().position(|&n| n == 2).unwrap_or_else(|| panic!("exports running: {running:?}"));
     assert_eq!(running.iter().sum::<u64>(), 2, "{running:?}");
     let other = cluster.replica((holder + 1) % cluster.replicas().len());
-    let around = get(&client, &other.url(), large, &token).await;
+    let around = get(&client, &other.url(), LARGE, &token).await;
     assert_eq!(around.status(), 200);
     drop(around);
     drop(held);
