@@ -344,7 +344,7 @@ async fn too_large_answers_more_parts_and_the_parts_together_are_the_export() {
 #[tokio::test]
 async fn exports_expire_and_the_spool_bound_deletes_the_oldest() {
     let spool = tempfile::tempdir().unwrap();
-    let expiring = PreparedConfig { ttl: Duration::from_secs(1), ..config(spool.path()) };
+    let expiring = PreparedConfig { ttl: Duration::from_secs(2), ..config(spool.path()) };
     let state = prepared_state(small_dataset(), expiring).await;
     let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
     let url = server.url(WIDE);

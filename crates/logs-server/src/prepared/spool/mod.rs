@@ -309,8 +309,10 @@ impl Spool {
         (index.stored, index.reserved)
     }
 
+    /// Kept at least the time to keep: `created` is in whole seconds, so an export is expired
+    /// only once more than that many whole seconds have passed (it lives `ttl` to `ttl` + 1 s).
     fn expired(&self, manifest: &Manifest) -> bool {
-        now().saturating_sub(manifest.created) >= self.ttl.as_secs().max(1)
+        now().saturating_sub(manifest.created) > self.ttl.as_secs().max(1)
     }
 
     fn path(&self, name: &str) -> ObjectPath {
@@ -613,11 +615,14 @@ mod tests {
         let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
         spool.commit(manifest("old", now() - 61, 10)).await.unwrap();
         spool.commit(manifest("new", now(), 10)).await.unwrap();
+        // Completed 60 whole seconds ago may be only 59.01 s ago: still kept.
+        spool.commit(manifest("edge", now() - 60, 10)).await.unwrap();
         assert!(spool.lookup("old").is_none());
+        assert!(spool.lookup("edge").is_some());
         spool.sweep().await.unwrap();
         assert!(!dir.path().join("old.manifest.json").exists());
-        assert!(spool.lookup("new").is_some());
-        assert_eq!(spool.usage(), (10, 0));
+        assert!(spool.lookup("new").is_some() && spool.lookup("edge").is_some());
+        assert_eq!(spool.usage(), (20, 0));
     }
 
     #[tokio::test]
