@@ -16,7 +16,11 @@
 //!   and releases its memory and files at once;
 //! - a failure after the first byte ends the body with an error, which makes hyper abort the
 //!   connection (no final chunk): the client sees an incomplete transfer, never a short
-//!   response that looks complete.
+//!   response that looks complete;
+//! - at the end the producer releases the query, then sends `End` carrying the export's permit:
+//!   the permit is released when the body takes `End`, before the final chunk goes out, so a
+//!   client that has the whole body can start its next export at once (one at a time never
+//!   meets the per-token limit), and until then the queued chunks still count against it.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -30,7 +34,7 @@ use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use http::{HeaderMap, HeaderValue, Uri, header};
+use http::{HeaderMap, HeaderValue, Method, Uri, header};
 use logs_core::arrow::record_batch::RecordBatch;
 use logs_core::{Engine, ExportRequest, ExportStream, QueryPairs};
 use logs_format::{Encoder, EncoderOptions, Format};
@@ -59,6 +63,7 @@ const SLICE_BYTES: u64 = 512 * 1024;
 pub async fn export_errors(
     State(state): State<AppState>,
     ReadAccess(caller): ReadAccess,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     log: Option<axum::Extension<Arc<RequestLog>>>,
@@ -83,11 +88,20 @@ pub async fn export_errors(
     }
     let permit = state.limiter().acquire(caller.token)?;
     let started = start(&state, format, &request, permit, log.map(|l| l.0)).await?;
+    let skipped = started.skipped;
+    let body = if method == Method::HEAD {
+        // The headers only: the query is dropped, and its permit given back, before they go
+        // (a body of unknown length, as the GET's, so that they are the GET's headers).
+        started.stop().await;
+        Body::from_stream(futures::stream::empty::<io::Result<Bytes>>())
+    } else {
+        Body::from_stream(started.chunks)
+    };
     let response = Response::builder()
         .header(header::CONTENT_TYPE, format.content_type())
         .header(header::CONTENT_DISPOSITION, content_disposition(format))
-        .header(SKIPPED_SHARDS, started.skipped)
-        .body(Body::from_stream(started.chunks))
+        .header(SKIPPED_SHARDS, skipped)
+        .body(body)
         .map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;
     Ok(response)
 }
@@ -108,6 +122,16 @@ pub(crate) struct Started {
     pub skipped: usize,
     /// Rows encoded so far.
     pub rows: Arc<AtomicU64>,
+    /// The producer task, which ends once it has released the query and the permit.
+    producer: tokio::task::JoinHandle<()>,
+}
+
+impl Started {
+    /// Cancels the export and waits until its query and permit are released.
+    pub async fn stop(self) {
+        drop(self.chunks);
+        let _ = self.producer.await;
+    }
 }
 
 /// Starts `request` under `permit`: runs the query to its first batch (at most
@@ -167,8 +191,8 @@ pub(crate) async fn start(
         running,
         permit,
     };
-    tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
-    Ok(Started { chunks: Chunks { rx, finished: false, failure }, skipped, rows })
+    let producer = tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
+    Ok(Started { chunks: Chunks { rx, finished: false, failure }, skipped, rows, producer })
 }
 
 /// Starts the query and waits for its first batch (`None`: it has no rows at all).
@@ -207,10 +231,18 @@ impl Drop for Chunk {
 #[derive(Debug)]
 enum Message {
     Data(Chunk),
-    /// Every byte has been sent.
-    End,
+    /// Every byte has been sent; dropping it releases the export's permit and ends its count
+    /// among the running exports.
+    End(Finished),
     /// The export failed after the first byte (why: in the producer's `failure`).
     Failed,
+}
+
+/// What a completed export holds until the body takes its `End`.
+#[derive(Debug)]
+struct Finished {
+    _permit: ExportPermit,
+    running: RunningExport,
 }
 
 /// Where the encoder writes: each flush (after every slice) becomes a pending chunk.
@@ -271,16 +303,29 @@ impl Producer {
         drop(stream);
         drop(encoder);
         pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        match result {
+        let stop = match result {
             Ok(rows) => {
-                tracing::debug!(rows, "export sent");
                 running.set_outcome(Outcome::Completed);
+                let end = Message::End(Finished { _permit: permit, running });
+                match tx.send(end).await {
+                    Ok(()) => tracing::debug!(rows, "export sent"),
+                    Err(mpsc::error::SendError(end)) => {
+                        tracing::info!("export cancelled: the connection closed before the end");
+                        if let Message::End(mut finished) = end {
+                            finished.running.set_outcome(Outcome::Cancelled);
+                        }
+                    }
+                }
+                return;
             }
-            Err(Stop::ClientGone) => {
+            Err(stop) => stop,
+        };
+        match stop {
+            Stop::ClientGone => {
                 tracing::info!("export cancelled: the connection closed before the end");
                 running.set_outcome(Outcome::Cancelled);
             }
-            Err(Stop::Failed(error)) => {
+            Stop::Failed(error) => {
                 let problem = error.problem();
                 let detail = problem.detail.as_deref().unwrap_or(&problem.message);
                 tracing::error!(%detail, "export failed after the first byte; aborting the response");
@@ -316,7 +361,6 @@ impl Producer {
         let rows = encoder.rows_written();
         encoder.finish().map_err(Stop::internal)?;
         self.send_pending().await?;
-        self.tx.send(Message::End).await.map_err(|_| Stop::ClientGone)?;
         Ok(rows)
     }
 
@@ -370,7 +414,8 @@ impl Chunks {
         }
         match self.rx.recv().await {
             Some(Message::Data(chunk)) => Ok(Some(chunk.take())),
-            Some(Message::End) => {
+            Some(Message::End(finished)) => {
+                drop(finished);
                 self.finished = true;
                 Ok(None)
             }
@@ -395,7 +440,8 @@ impl Stream for Chunks {
         match self.rx.poll_recv(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Message::Data(chunk))) => Poll::Ready(Some(Ok(chunk.take()))),
-            Poll::Ready(Some(Message::End)) => {
+            Poll::Ready(Some(Message::End(finished))) => {
+                drop(finished);
                 self.finished = true;
                 Poll::Ready(None)
             }

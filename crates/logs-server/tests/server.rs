@@ -286,9 +286,42 @@ async fn a_client_that_stops_reading_is_cut_off_after_the_write_timeout() {
     server.stop().await;
 }
 
+/// A client that runs one export at a time never meets a per-token limit of one: a complete
+/// body, or a HEAD's headers, come after the export has given its permit back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_export_at_a_time_never_meets_the_per_token_limit() {
+    let settings = Settings { max_exports_per_token: 1, ..Settings::default() };
+    let server = start(small_dataset(), settings, EngineConfig::default()).await;
+    let client = client();
+    let json = EXPORT_CSV.replace("errors.csv", "errors.json");
+    for round in 0..20 {
+        for (method, target) in
+            [(http::Method::GET, EXPORT_CSV), (http::Method::HEAD, EXPORT_CSV), (http::Method::GET, &json)]
+        {
+            let response = client
+                .request(method.clone(), server.url(target))
+                .header("Authorization", format!("OAuth {READER}"))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let body = response.bytes().await.unwrap();
+            assert_eq!(status, StatusCode::OK, "round {round}, {method} {target}: {body:?}");
+            assert_eq!(body.is_empty(), method == http::Method::HEAD);
+        }
+    }
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn shutdown_lets_running_exports_finish() {
-    let mut server = start(large_dataset(), Settings::default(), one_partition()).await;
+    // A deadline that a debug build on a loaded machine meets with the whole export.
+    let settings = Settings::default();
+    let options =
+        ServeOptions { shutdown_timeout: Duration::from_secs(300), ..ServeOptions::for_settings(&settings) };
+    let state =
+        AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).await.unwrap();
+    let mut server = TestServer::start(state, options).await;
     let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
     let mut raw = RawClient::get(server.addr, &target, READER).await;
     raw.read_at_least(100_000).await;
