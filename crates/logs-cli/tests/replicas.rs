@@ -18,7 +18,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -75,10 +75,29 @@ async fn jobs_running(client: &reqwest::Client, admin: &str) -> u64 {
 
 /// The keys of the jobs a replica's log says it started (`preparing an export`).
 fn jobs_started(log: &str) -> Vec<String> {
+    jobs_logged(log, "preparing an export")
+}
+
+/// The keys of the log's lines that contain `message`.
+fn jobs_logged(log: &str, message: &str) -> Vec<String> {
     log.lines()
-        .filter(|line| line.contains("preparing an export"))
+        .filter(|line| line.contains(message) && !line.contains(&format!("{message} failed")))
         .filter_map(|line| line.split("key=").nth(1)?.split_whitespace().next().map(str::to_owned))
         .collect()
+}
+
+/// The jobs a replica's log shows started and neither prepared nor failed (the log of a killed
+/// replica: the jobs the kill cut).
+fn jobs_unfinished(log: &str) -> Vec<String> {
+    let mut unfinished = jobs_started(log);
+    for ended in
+        jobs_logged(log, "export prepared").into_iter().chain(jobs_logged(log, "preparing an export failed"))
+    {
+        if let Some(at) = unfinished.iter().position(|k| *k == ended) {
+            unfinished.remove(at);
+        }
+    }
+    unfinished
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,9 +174,16 @@ async fn through_the_balancer_every_replica_answers_the_bytes_of_one_process() {
 
     let servers = cluster.servers();
     assert!(servers.iter().all(|s| s.requests > 0), "every replica answered some: {servers:?}");
-    // The balancer logs each request, and never its token.
-    let log = cluster.balancer().log();
-    assert!(log.matches("GET /logs/v1/export/").count() >= 54, "{log}");
+    // The balancer logs each request (once it has sent the answer's end), and never its token.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let log = loop {
+        let log = cluster.balancer().log();
+        if log.matches("GET /logs/v1/export/").count() >= 54 {
+            break log;
+        }
+        assert!(Instant::now() < deadline, "{log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     for (_, token) in cluster.tokens() {
         assert!(!log.contains(token.as_str()), "a token in the balancer's log");
     }
@@ -228,13 +254,21 @@ enum Failure {
 
 /// Clients, one per token, each asking for `targets` in turn through `base` until `stop`, and
 /// checking each body against the expected bytes.
-async fn load(base: String, targets: Arc<Vec<(String, Vec<u8>)>>, stop: Arc<AtomicBool>) -> Vec<Outcome> {
+/// Six clients (one per token) asking the targets in turn until `stop`; `finished` counts the
+/// requests that have ended.
+async fn load(
+    base: String,
+    targets: Arc<Vec<(String, Vec<u8>)>>,
+    stop: Arc<AtomicBool>,
+    finished: Arc<AtomicUsize>,
+) -> Vec<Outcome> {
     let client = client();
     let tasks: Vec<_> = tokens()
         .into_iter()
         .enumerate()
         .map(|(i, (_, token))| {
-            let (client, base, targets, stop) = (client.clone(), base.clone(), targets.clone(), stop.clone());
+            let (client, base, targets) = (client.clone(), base.clone(), targets.clone());
+            let (stop, finished) = (stop.clone(), finished.clone());
             tokio::spawn(async move {
                 let mut outcomes = Vec::new();
                 let mut n = i;
@@ -267,6 +301,7 @@ async fn load(base: String, targets: Arc<Vec<(String, Vec<u8>)>>, stop: Arc<Atom
                         },
                     };
                     outcomes.push(Outcome { target: target.clone(), started, ended: Instant::now(), result });
+                    finished.fetch_add(1, Ordering::Relaxed);
                 }
                 outcomes
             })
@@ -325,7 +360,8 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
     assert_eq!(held.status(), 200);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let running = tokio::spawn(load(cluster.url(), targets.clone(), stop.clone()));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let running = tokio::spawn(load(cluster.url(), targets.clone(), stop.clone(), finished.clone()));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
         jobs_running(&client, &cluster.replica(victim).admin_url()).await > 0,
@@ -335,7 +371,15 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
     let killing = Instant::now();
     cluster.kill(victim);
     let killed = Instant::now();
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Each client ends at most one request begun before the kill: twelve more ended means at
+    // least six begun after it.
+    let at_kill = finished.load(Ordering::Relaxed);
+    let deadline = killed + Duration::from_secs(120);
+    while finished.load(Ordering::Relaxed) < at_kill + 2 * tokens().len() {
+        assert!(Instant::now() < deadline, "the load stalled after the kill");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let outcomes = running.await.unwrap();
 
@@ -382,7 +426,7 @@ async fn a_rolling_restart_under_load_loses_no_request() {
     let mut cluster = cluster(data.path(), folder.path(), &[]);
     let targets = load_targets(data.path());
     let stop = Arc::new(AtomicBool::new(false));
-    let running = tokio::spawn(load(cluster.url(), targets, stop.clone()));
+    let running = tokio::spawn(load(cluster.url(), targets, stop.clone(), Arc::default()));
     tokio::time::sleep(Duration::from_secs(2)).await;
     for i in 0..cluster.replicas().len() {
         let before = cluster.servers()[i].requests;
@@ -516,8 +560,8 @@ async fn a_loader_downloads_14_days_through_the_balancer_while_a_replica_is_kill
         assert!(Instant::now() < deadline, "no job seen within 60 s");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let cut = jobs_started(&cluster.replica(victim).log());
     cluster.kill(victim);
+    let cut = jobs_unfinished(&cluster.replica(victim).log());
     tokio::time::sleep(Duration::from_secs(2)).await;
     cluster.restart(victim);
 
@@ -537,7 +581,7 @@ async fn a_loader_downloads_14_days_through_the_balancer_while_a_replica_is_kill
     assert_eq!(report["rows"].as_u64(), Some(lines - 1), "{report}");
 
     // The job cut by the kill was taken over, after its lease expired, by a replica alive then.
-    let key = cut.last().expect("the victim logged its job").clone();
+    let key = cut.last().expect("the kill cut a job the victim had logged").clone();
     let taken = (0..cluster.replicas().len())
         .any(|i| i != victim && jobs_started(&cluster.replica(i).log()).contains(&key));
     let again = jobs_started(&cluster.replica(victim).log()).iter().filter(|k| **k == key).count() > 1;

@@ -294,7 +294,8 @@ async fn the_date_folders_in_range_are_listed_at_once_reading_what_a_local_folde
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_application_folder_and_its_date_folders_keys_are_listed_at_once() {
     let (_dir, server) = bucket_with_dataset();
-    let proxy = FaultProxy::start(server.addr(), Mode::Delay(Duration::from_millis(100)));
+    // Long enough that the second listing starts while the first waits, on a loaded machine too.
+    let proxy = FaultProxy::start(server.addr(), Mode::Delay(Duration::from_secs(1)));
     let engine = bucket_engine("s3://logs/data", &proxy.endpoint(), 1);
     let query = "application_id=1001&date_since=2026-11-01&date_until=2026-11-03&fields=error_id";
     let (rows, export) = export_rows(&engine, &request(query)).await;

@@ -235,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<bool> {
         }
         let elapsed = load_started.elapsed();
         // Give the server a moment to notice the last dropped connections.
-        let counts = target::wait_until_idle(&target, &http, Duration::from_secs(10)).await;
+        let counts = target::wait_until_idle(&target, &http, Duration::from_secs(30)).await;
         anyhow::Ok((outcomes, elapsed, counts))
     })?;
 

@@ -12,7 +12,7 @@ fn loadtest() -> Command {
 fn a_small_run_passes_its_checks() {
     let output = loadtest()
         .args(["--rows", "20000", "--days", "3", "--clients", "8", "--duration", "8", "--requests", "2000"])
-        .args(["--request-timeout", "30", "--seed", "7"])
+        .args(["--request-timeout", "120", "--seed", "7"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

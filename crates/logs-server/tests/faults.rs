@@ -339,7 +339,7 @@ async fn app_with_provider(addr: SocketAddr) -> axum::Router {
         ClientCredentials { client_id: "logs-client".into(), client_secret: Secret("s".into()) };
     let mut config =
         IntrospectionConfig::new(format!("http://{addr}/introspect").parse().unwrap(), credentials);
-    config.timeout = Duration::from_millis(500);
+    config.timeout = Duration::from_secs(2);
     let auth = Authenticator::new(None, Some(Arc::new(Introspector::new(config).unwrap())));
     let state = AppState::new(engine(small_dataset(), EngineConfig::default()), auth, Settings::default())
         .await
@@ -390,8 +390,8 @@ async fn a_provider_answering_garbage_is_503_never_a_pass_and_not_cached() {
             assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{what}");
             assert_eq!(headers[http::header::RETRY_AFTER], "5", "{what}");
             error_body(status, &body, "identity_provider_unavailable");
-            // The timeout (500 ms) bounds every wait, with room for a loaded machine.
-            assert!(started.elapsed() < Duration::from_secs(3), "{what}: {:?}", started.elapsed());
+            // The timeout (2 s) bounds every wait, with room for a loaded machine.
+            assert!(started.elapsed() < Duration::from_secs(8), "{what}: {:?}", started.elapsed());
             assert_eq!(calls.load(Ordering::SeqCst), attempt, "{what}: a failed answer must not be cached");
         }
     }

@@ -44,10 +44,10 @@ async fn get_with(url: &str, token: &str, headers: &[(&str, &str)]) -> reqwest::
     request.send().await.unwrap()
 }
 
-/// Repeats the request while it answers 202 (checking each 202), at most 60 s; the first other
+/// Repeats the request while it answers 202 (checking each 202), at most 180 s; the first other
 /// answer, and how many 202s came before it.
 async fn until_done(url: &str, token: &str, headers: &[(&str, &str)]) -> (reqwest::Response, usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(180);
     let mut accepted = 0;
     loop {
         let response = get_with(url, token, headers).await;
@@ -60,7 +60,7 @@ async fn until_done(url: &str, token: &str, headers: &[(&str, &str)]) -> (reqwes
         let body = json(&response.bytes().await.unwrap());
         assert_eq!(body["status"], "preparing", "{body}");
         assert!(body["rows"].as_u64().is_some() && body["bytes"].as_u64().is_some(), "{body}");
-        assert!(Instant::now() < deadline, "still 202 after 60 s");
+        assert!(Instant::now() < deadline, "still 202 after 180 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -72,6 +72,20 @@ fn files_in(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The spool's files once the last job has given its lease up: a job's export is served from
+/// its manifest, written just before the job deletes its `<key>.lease`.
+async fn settled(dir: &Path) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = files_in(dir);
+        if !names.iter().any(|name| name.ends_with(".lease")) {
+            return names;
+        }
+        assert!(Instant::now() < deadline, "a lease stayed: {names:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn etag_of(response: &reqwest::Response) -> String {
@@ -100,7 +114,7 @@ async fn a_requested_export_is_accepted_then_served_whole_with_its_length_and_et
     let body = done.bytes().await.unwrap();
     assert_eq!(body.as_ref(), expected.as_slice());
     assert_eq!(etag, format!("\"{}\"", sha256_hex_bytes(&body)));
-    assert_eq!(files_in(spool.path()).len(), 3, "{:?}", files_in(spool.path()));
+    assert_eq!(settled(spool.path()).await.len(), 3, "{:?}", files_in(spool.path()));
     let metrics = server.state.metrics_text();
     let spool_bytes: u64 = std::fs::read_dir(spool.path())
         .unwrap()
@@ -255,7 +269,7 @@ async fn a_reader_pausing_longer_than_the_write_timeout_still_receives_a_prepare
             tokio::time::sleep(Duration::from_secs(2)).await;
             let mut rest = Vec::new();
             let ended =
-                tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut rest)).await.unwrap();
+                tokio::time::timeout(Duration::from_secs(180), stream.read_to_end(&mut rest)).await.unwrap();
             received.extend_from_slice(&rest);
             (ended.is_ok(), received)
         }
@@ -337,23 +351,23 @@ async fn too_large_answers_more_parts_and_the_parts_together_are_the_export() {
     assert_eq!(union.len(), expected.len());
     assert_eq!(union, expected);
     // The failed attempt left nothing in the spool: only the parts are there.
-    assert_eq!(files_in(spool.path()).len(), 3 * parts);
+    assert_eq!(settled(spool.path()).await.len(), 3 * parts);
     server.stop().await;
 }
 
 #[tokio::test]
 async fn exports_expire_and_the_spool_bound_deletes_the_oldest() {
     let spool = tempfile::tempdir().unwrap();
-    let expiring = PreparedConfig { ttl: Duration::from_secs(2), ..config(spool.path()) };
+    let expiring = PreparedConfig { ttl: Duration::from_secs(4), ..config(spool.path()) };
     let state = prepared_state(small_dataset(), expiring).await;
     let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
     let url = server.url(WIDE);
     let (done, _) = until_done(&url, READER, &[("prefer", "respond-async")]).await;
     assert_eq!(done.status(), StatusCode::OK);
     drop(done);
-    assert_eq!(files_in(spool.path()).len(), 3);
-    // The sweep (every second with this time to keep) deletes it…
-    let deadline = Instant::now() + Duration::from_secs(10);
+    assert_eq!(settled(spool.path()).await.len(), 3);
+    // The sweep (every two seconds with this time to keep) deletes it within 4 to 7 s…
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !files_in(spool.path()).is_empty() {
         assert!(Instant::now() < deadline, "not swept: {:?}", files_in(spool.path()));
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -383,7 +397,7 @@ async fn exports_expire_and_the_spool_bound_deletes_the_oldest() {
     let (done, _) = until_done(&server.url(&other), READER, &[("prefer", "respond-async")]).await;
     assert_eq!(done.status(), StatusCode::OK);
     drop(done);
-    assert_eq!(files_in(spool.path()).len(), 3, "the first export made room for the second");
+    assert_eq!(settled(spool.path()).await.len(), 3, "the first export made room for the second");
     assert_eq!(
         get_with(&server.url(WIDE), READER, &[("prefer", "respond-async")]).await.status(),
         StatusCode::ACCEPTED
@@ -447,7 +461,7 @@ async fn callers_with_different_rights_share_a_job_only_where_both_may_read() {
     assert_eq!(etag_of(&theirs), etag_of(&mine));
     assert_eq!(theirs.bytes().await.unwrap(), mine.bytes().await.unwrap());
     // One job: one export in the spool for 1001, one for 1002.
-    assert_eq!(files_in(spool.path()).len(), 6);
+    assert_eq!(settled(spool.path()).await.len(), 6);
     server.stop().await;
 }
 
@@ -507,10 +521,10 @@ async fn a_reopened_spool_serves_what_was_complete_and_nothing_that_was_not() {
     let (done, _) = until_done(&server.url(WIDE), READER, &[("prefer", "respond-async")]).await;
     let etag = etag_of(&done);
     let whole = done.bytes().await.unwrap();
+    let complete = settled(spool.path()).await;
     server.stop().await;
     // What a crash in the middle of another job leaves: its copies written in part, without a
     // manifest, and a local store's temporary file.
-    let complete = files_in(spool.path());
     let key = complete[0].split('.').next().unwrap().to_owned();
     let cut = "f".repeat(64);
     std::fs::write(spool.path().join(format!("{cut}.csv")), &whole[..1000]).unwrap();

@@ -333,10 +333,6 @@ impl Prepared {
             bytes: AtomicU64::new(0),
             ended,
         });
-        {
-            let mut jobs = self.lock();
-            jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
-        }
         let job = JobRun {
             prepared: Arc::clone(self),
             state: state.clone(),
@@ -346,7 +342,13 @@ impl Prepared {
             job: random_hex(8),
             progress: Arc::clone(&progress),
         };
+        // Logged before it counts as running (`logs_prepared_jobs_running`): a job that the
+        // metric shows is in the log.
         tracing::info!(key, job = %job.job, application_id = request.application_id(), "preparing an export");
+        {
+            let mut jobs = self.lock();
+            jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
+        }
         tokio::spawn(job.run(permit, lease));
         Ok(Joined::Running(progress))
     }

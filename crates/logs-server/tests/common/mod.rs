@@ -222,7 +222,7 @@ impl TestServer {
 
 pub fn client() -> reqwest::Client {
     logs_server::install_tls_provider();
-    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
+    reqwest::Client::builder().timeout(Duration::from_secs(180)).build().unwrap()
 }
 
 /// Waits (at most 20 s) until `condition` holds.
@@ -270,9 +270,9 @@ impl RawClient {
     /// Reads to the end of the connection; `Err` if it was reset.
     pub async fn read_to_end(&mut self) -> std::io::Result<()> {
         let mut rest = Vec::new();
-        let result = tokio::time::timeout(Duration::from_secs(60), self.stream.read_to_end(&mut rest))
+        let result = tokio::time::timeout(Duration::from_secs(180), self.stream.read_to_end(&mut rest))
             .await
-            .expect("the end within 60 s");
+            .expect("the end within 180 s");
         self.received.extend_from_slice(&rest);
         result.map(|_| ())
     }

@@ -572,14 +572,15 @@ mod tests {
     async fn a_lease_is_held_once_renewed_and_taken_over_after_it_expires() {
         let dir = tempfile::tempdir().unwrap();
         let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
-        let ttl = Duration::from_millis(1500);
+        // Long enough that the checks before the sleep fall inside it on a loaded machine.
+        let ttl = Duration::from_secs(4);
         let Claim::Owned(mut lease) = spool.claim("k", "a", ttl).await.unwrap() else { panic!("a owns it") };
         let Claim::Held { .. } = spool.claim("k", "b", ttl).await.unwrap() else { panic!("b must wait") };
         assert!(spool.renew(&mut lease, ttl, 10, 200).await);
         let Claim::Held { rows: 10, bytes: 200, .. } = spool.claim("k", "b", ttl).await.unwrap() else {
             panic!("the holder's progress is seen")
         };
-        tokio::time::sleep(Duration::from_millis(1600)).await;
+        tokio::time::sleep(ttl + Duration::from_millis(100)).await;
         let Claim::Owned(taken) = spool.claim("k", "b", ttl).await.unwrap() else {
             panic!("expired: b takes it")
         };
