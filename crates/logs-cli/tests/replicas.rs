@@ -253,9 +253,7 @@ enum Failure {
 }
 
 /// Clients, one per token, each asking for `targets` in turn through `base` until `stop`, and
-/// checking each body against the expected bytes.
-/// Six clients (one per token) asking the targets in turn until `stop`; `finished` counts the
-/// requests that have ended.
+/// checking each body against the expected bytes; `finished` counts the requests that have ended.
 async fn load(
     base: String,
     targets: Arc<Vec<(String, Vec<u8>)>>,
@@ -379,7 +377,6 @@ async fn a_replica_killed_mid_load_aborts_only_its_transfers_and_its_job_is_take
         assert!(Instant::now() < deadline, "the load stalled after the kill");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
     let outcomes = running.await.unwrap();
 
