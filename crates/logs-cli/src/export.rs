@@ -30,7 +30,8 @@ pub struct ExportArgs {
     #[command(flatten)]
     s3: S3Args,
 
-    /// Write to this file (via a temporary file renamed only on success) instead of stdout.
+    /// Write to this file (via a temporary file renamed only on success) instead of stdout;
+    /// a device or a pipe (`/dev/null`, a FIFO) is written in place.
     #[arg(long, short)]
     output: Option<PathBuf>,
 
@@ -169,6 +170,15 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         None => {
             drop(encode(&mut export, format, std::io::stdout().lock(), options).await?);
         }
+        Some(path) if !is_file_or_missing(path) => {
+            // A device, a pipe or a socket (`/dev/null`, a FIFO a reader waits on): written in
+            // place, as a shell's `>` would. Renaming a file over it would replace the device.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("cannot open {} for writing", path.display()))?;
+            drop(encode(&mut export, format, file, options).await?);
+        }
         Some(path) => {
             let file = temporary_file_beside(path)?;
             // Renamed only once complete: no reader ever sees a partial export under `path`.
@@ -211,6 +221,12 @@ async fn encode<W: Write>(
     }
     progress.finish(encoder.rows_written(), encoder.bytes_written());
     Ok(encoder.finish()?)
+}
+
+/// Whether `path` (followed if a symbolic link) is an ordinary file, a directory (the rename
+/// fails and says so) or nothing yet: the outputs written beside it and renamed over it.
+fn is_file_or_missing(path: &Path) -> bool {
+    std::fs::metadata(path).map_or(true, |m| m.is_file() || m.is_dir())
 }
 
 fn temporary_file_beside(path: &Path) -> Result<tempfile::NamedTempFile, Failure> {

@@ -243,6 +243,32 @@ fn output_file_appears_only_when_the_export_succeeds() {
     }
 }
 
+/// `--output` naming a pipe writes into it, as `>` would: a reader waiting on a FIFO gets the
+/// whole export, and the FIFO is still one afterwards (renaming the finished file over it would
+/// replace it, as it would replace `/dev/null`).
+#[cfg(unix)]
+#[test]
+fn output_to_a_fifo_writes_into_it_and_leaves_it_a_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo failed");
+    let (sent, received) = std::sync::mpsc::channel();
+    let reader = fifo.clone();
+    // Opening a FIFO to read waits for a writer: if the export never opens it, this thread
+    // waits for ever and the test fails on the timeout below.
+    std::thread::spawn(move || sent.send(std::fs::read(reader).unwrap()));
+    let query = format!("errors.csv?{IOS_DAY}");
+    ok(export(&["--output", fifo.to_str().unwrap(), &query]));
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced by a file");
+    let bytes = received
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the export never wrote into the FIFO");
+    assert_eq!(bytes, ok(export(&[&query])));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left behind");
+}
+
 /// A copy of one day of application 1001 in which one file's data pages are damaged while
 /// its footer is intact: the damage shows only while rows are being exported.
 fn dataset_with_damaged_pages() -> tempfile::TempDir {
