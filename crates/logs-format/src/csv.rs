@@ -8,7 +8,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::column::{Cell, Columns};
 use crate::output::Output;
-use crate::scan::{csv_quote, find_csv_special, find_special, write_i64, write_u64};
+use crate::scan::{CsvQuote, find_csv_special, find_special, write_i64, write_u64};
 use crate::{BOM, EncoderOptions, FormatError};
 
 /// Streams record batches as CSV: a header row of the column names, then one line per row.
@@ -125,12 +125,12 @@ fn write_text(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
     let mut copied = 0;
-    let mut next_quote = find_special(text, first_special, csv_quote);
+    let mut next_quote = find_special::<CsvQuote>(text, first_special);
     while let Some(quote) = next_quote {
         out.extend_from_slice(&text[copied..=quote]);
         out.push(b'"');
         copied = quote + 1;
-        next_quote = find_special(text, copied, csv_quote);
+        next_quote = find_special::<CsvQuote>(text, copied);
     }
     out.extend_from_slice(&text[copied..]);
     out.push(b'"');

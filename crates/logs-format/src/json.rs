@@ -9,7 +9,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::column::{Cell, Columns};
 use crate::output::Output;
-use crate::scan::{find_special, json_candidate, line_break_at, write_i64, write_u64};
+use crate::scan::{JsonCandidate, find_special, line_break_at, write_i64, write_u64};
 use crate::{EncoderOptions, FormatError, JsonIntegers};
 
 /// Streams record batches as one JSON object `{"data":[…]}` with one record object per line.
@@ -143,7 +143,7 @@ fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
     let mut copied = 0;
-    while let Some(special) = find_special(text, copied, json_candidate) {
+    while let Some(special) = find_special::<JsonCandidate>(text, copied) {
         out.extend_from_slice(&text[copied..special]);
         let byte = text[special];
         copied = special + 1;
