@@ -9,7 +9,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::column::{Cell, Columns};
 use crate::output::Output;
-use crate::scan::{JsonCandidate, find_special, line_break_at, write_i64, write_u64};
+use crate::scan::{JsonCandidate, Special, find_special, line_break_at, write_i64, write_u64};
 use crate::{EncoderOptions, FormatError, JsonIntegers};
 
 /// Streams record batches as one JSON object `{"data":[…]}` with one record object per line.
@@ -149,6 +149,12 @@ fn write_string(out: &mut Vec<u8>, text: &[u8]) {
         copied = special + 1;
         if byte < 0x80 {
             write_escape(out, byte);
+            // Escapes come in runs (`\n\t` in a stack trace): the next ones are taken here.
+            while let Some(&next) = text.get(copied).filter(|&&next| next < 0x80 && JsonCandidate::byte(next))
+            {
+                write_escape(out, next);
+                copied += 1;
+            }
             continue;
         }
         // C2 or E2: NEL, U+2028 or U+2029, or the first byte of another character, which is
@@ -218,6 +224,8 @@ mod tests {
         assert_eq!(string("\u{0}\u{1}\u{1f}\u{1b}"), r#""\u0000\u0001\u001f\u001b""#);
         assert_eq!(string("/\u{7f}é✓£—…\u{2027}\u{202a}"), "\"/\u{7f}é✓£—…\u{2027}\u{202a}\"");
         assert_eq!(string("a\u{85}b\u{2028}c\u{2029}\u{b}\u{1e}"), r#""a\u0085b\u2028c\u2029\u000b\u001e""#);
+        // Runs of escapes, one ending on a multi-byte break and one on another character.
+        assert_eq!(string("\n\t\u{2028}\"\\é\n\u{85}"), r#""\n\t\u2028\"\\é\n\u0085""#);
         let long = format!("{}\n{}\"", "x".repeat(30), "y".repeat(9));
         assert_eq!(string(&long), format!("\"{}\\n{}\\\"\"", "x".repeat(30), "y".repeat(9)));
     }

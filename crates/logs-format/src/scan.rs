@@ -8,10 +8,10 @@
 //! break (C2, E2) as a candidate; [`line_break_at`] then decides, and a candidate that starts
 //! some other character (`é` is C3 A9, `£` C2 A3, `—` E2 80 94) is passed over.
 //!
-//! The search first passes over blocks of 32 bytes that hold no special byte, testing each
-//! block byte by byte without branches, a loop the compiler turns into SIMD compares (the
-//! crate forbids `unsafe`, which rules out `std::arch`). From the first block that holds one,
-//! it reads eight bytes at a time into a little-endian `u64` and computes, without branches, a
+//! For CSV, the search first passes over blocks of 32 bytes that hold no special byte, testing
+//! each block byte by byte without branches, a loop the compiler turns into SIMD compares (the
+//! crate forbids `unsafe`, which rules out `std::arch`). From the first block that holds one
+//! (for JSON, from the start), it reads eight bytes at a time into a little-endian `u64` and computes, without branches, a
 //! mask with the high bit set in special bytes (SWAR: "SIMD within a register"), whose lowest
 //! set bit tells where the first one is. The masks use the classic
 //! `(x - 0x01…) & !x` zero-byte test, which is exact up to and including the first marked
@@ -46,6 +46,10 @@ fn line_break_lead(word: u64) -> u64 {
 /// compiler turns into SIMD compares over a block of [`BLOCK`] bytes, and eight bytes at a
 /// time in a word (SWAR), which also tells where the first one is.
 pub(crate) trait Special {
+    /// Whether the search passes over blocks first: it pays where special bytes are rare, and
+    /// costs where they are close together (a JSON string of a stack trace has an escape
+    /// every 30–60 bytes, and a block that holds one is searched again a word at a time).
+    const BLOCKS: bool;
     fn byte(byte: u8) -> bool;
     /// A mask whose lowest set bit is the high bit of the first special byte of `word`
     /// (little-endian), or 0.
@@ -58,6 +62,8 @@ pub(crate) trait Special {
 pub(crate) struct CsvCandidate;
 
 impl Special for CsvCandidate {
+    const BLOCKS: bool = true;
+
     #[inline(always)]
     fn byte(byte: u8) -> bool {
         (byte < 0x20) | (byte == b',') | (byte == b'"') | (byte | 0x20 == 0xE2)
@@ -106,6 +112,8 @@ pub(crate) fn find_csv_special(text: &[u8], from: usize) -> Option<usize> {
 pub(crate) struct CsvQuote;
 
 impl Special for CsvQuote {
+    const BLOCKS: bool = true;
+
     #[inline(always)]
     fn byte(byte: u8) -> bool {
         byte == b'"'
@@ -123,6 +131,8 @@ impl Special for CsvQuote {
 pub(crate) struct JsonCandidate;
 
 impl Special for JsonCandidate {
+    const BLOCKS: bool = false;
+
     #[inline(always)]
     fn byte(byte: u8) -> bool {
         (byte < 0x20) | (byte == b'"') | (byte == b'\\') | (byte | 0x20 == 0xE2)
@@ -148,13 +158,13 @@ fn load(bytes: &[u8], at: usize) -> u64 {
 
 /// Index (≥ `from`) of the first byte of `bytes` that `S` marks, if any.
 ///
-/// Blocks without a special byte are passed over [`BLOCK`] bytes at a time; the first block
-/// with one, and the tail, are searched a word at a time.
+/// Where `S::BLOCKS`, blocks without a special byte are passed over [`BLOCK`] bytes at a time;
+/// the first block with one, and the tail, are searched a word at a time.
 #[inline(always)]
 pub(crate) fn find_special<S: Special>(bytes: &[u8], from: usize) -> Option<usize> {
     let first_in = |at: usize, mask: u64| at + (mask.trailing_zeros() / 8) as usize;
     let mut at = from;
-    while let Some(block) = bytes.get(at..at + BLOCK) {
+    while let Some(block) = bytes.get(at..at + BLOCK).filter(|_| S::BLOCKS) {
         if block.iter().fold(false, |any, &byte| any | S::byte(byte)) {
             break;
         }
