@@ -11,12 +11,12 @@
 //! For CSV, the search first passes over blocks of 32 bytes that hold no special byte, testing
 //! each block byte by byte without branches, a loop the compiler turns into SIMD compares (the
 //! crate forbids `unsafe`, which rules out `std::arch`). From the first block that holds one
-//! (for JSON, from the start), it reads eight bytes at a time into a little-endian `u64` and computes, without branches, a
-//! mask with the high bit set in special bytes (SWAR: "SIMD within a register"), whose lowest
-//! set bit tells where the first one is. The masks use the classic
-//! `(x - 0x01…) & !x` zero-byte test, which is exact up to and including the first marked
-//! byte; later bytes may be marked spuriously (a borrow runs upwards), so a mask is only ever
-//! used for the position of its lowest set bit.
+//! (for JSON, from the start), it reads eight bytes at a time into a little-endian `u64` and
+//! computes, without branches, a mask with the high bit set in special bytes (SWAR: "SIMD
+//! within a register"), whose lowest set bit tells where the first one is. The masks use the
+//! classic `(x - 0x01…) & !x` zero-byte test, which is exact up to and including the first
+//! marked byte; later bytes may be marked spuriously (a borrow runs upwards), so a mask is only
+//! ever used for the position of its lowest set bit.
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
