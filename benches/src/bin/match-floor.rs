@@ -12,6 +12,12 @@
 //! over without being decompressed. No page is decoded. Prints the pages and bytes it
 //! decompressed and the time it took; `benches/peers/run` compares the point export on the
 //! arrival-order files with it.
+//!
+//! It also prints how many of those bytes a reader would need that stopped decompressing a
+//! plain-encoded text page after the zstd block holding the page's last matching row (blocks
+//! of at most [`ZSTD_BLOCK`] bytes are the unit a zstd frame is decompressed in). That figure is
+//! an estimate: it places a row's value in proportion to the row's position in the page, as
+//! for texts of similar lengths.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -23,6 +29,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Encoding, Type};
 use parquet::column::page::PageReader;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
@@ -40,7 +47,12 @@ struct Totals {
     pages_read: u64,
     pages_passed: u64,
     bytes_read: u64,
+    /// Of `bytes_read`, those up to the block holding each plain text page's last match.
+    bytes_to_last_match: u64,
 }
+
+/// The largest block of a zstd frame, 128 KiB: a frame is decompressed a block at a time.
+const ZSTD_BLOCK: u64 = 128 * 1024;
 
 fn main() -> ExitCode {
     match run() {
@@ -95,6 +107,7 @@ fn run() -> Result<(), Error> {
                         totals.pages_read += done.pages_read;
                         totals.pages_passed += done.pages_passed;
                         totals.bytes_read += done.bytes_read;
+                        totals.bytes_to_last_match += done.bytes_to_last_match;
                     }
                 })
             })
@@ -112,6 +125,12 @@ fn run() -> Result<(), Error> {
         totals.bytes_read as f64 / 1e6,
         totals.pages_passed,
         elapsed.as_secs_f64()
+    );
+    println!(
+        "stopping after the block holding the last match of each plain text page: about {:.1} MB \
+         ({:.0} % of them)",
+        totals.bytes_to_last_match as f64 / 1e6,
+        100.0 * totals.bytes_to_last_match as f64 / totals.bytes_read.max(1) as f64
     );
     Ok(())
 }
@@ -175,17 +194,20 @@ fn decompress_matching_pages(task: &Task) -> Result<Totals, Error> {
     let row_group = reader.get_row_group(task.row_group)?;
     let mut totals = Totals::default();
     for column in 0..row_group.num_columns() {
+        let text = row_group.metadata().column(column).column_type() == Type::BYTE_ARRAY;
         let mut pages = row_group.get_column_page_reader(column)?;
         let mut row = 0u64;
         while let Some(page) = pages.peek_next_page()? {
             if page.is_dict {
-                read_page(pages.as_mut(), &mut totals)?;
+                read_page(pages.as_mut(), &mut totals, None)?;
                 continue;
             }
             let rows = page.num_rows.or(page.num_levels).ok_or("a data page without a row count")? as u64;
             let first = task.rows.partition_point(|&r| r < row);
-            if task.rows.get(first).is_some_and(|&r| r < row + rows) {
-                read_page(pages.as_mut(), &mut totals)?;
+            let last = task.rows.partition_point(|&r| r < row + rows);
+            if first < last {
+                let share = (task.rows[last - 1] - row + 1, rows);
+                read_page(pages.as_mut(), &mut totals, Some(share).filter(|_| text))?;
             } else {
                 pages.skip_next_page()?;
                 totals.pages_passed += 1;
@@ -196,10 +218,23 @@ fn decompress_matching_pages(task: &Task) -> Result<Totals, Error> {
     Ok(totals)
 }
 
-fn read_page(pages: &mut dyn PageReader, totals: &mut Totals) -> Result<(), Error> {
+/// Reads the next page. `rows_to_last_match`, for a text column's data page: the rows up to
+/// and including its last matching row, and the rows of the page.
+fn read_page(
+    pages: &mut dyn PageReader,
+    totals: &mut Totals,
+    rows_to_last_match: Option<(u64, u64)>,
+) -> Result<(), Error> {
     let page = pages.get_next_page()?.ok_or("a page announced but not read")?;
+    let bytes = page.buffer().len() as u64;
     totals.pages_read += 1;
-    totals.bytes_read += page.buffer().len() as u64;
+    totals.bytes_read += bytes;
+    totals.bytes_to_last_match += match rows_to_last_match {
+        Some((needed, rows)) if page.encoding() == Encoding::PLAIN => {
+            (bytes * needed).div_ceil(rows.max(1)).div_ceil(ZSTD_BLOCK).saturating_mul(ZSTD_BLOCK).min(bytes)
+        }
+        _ => bytes,
+    };
     Ok(())
 }
 
@@ -218,10 +253,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.parquet");
         // One row group of 1 000 rows, pages of 100 rows, no dictionary: rows 150 and 720 match.
+        // Each text is 4 100 bytes with its length, so a text page is 410 000 bytes and more.
         let key = |i: usize| if i == 150 || i == 720 { "x".to_owned() } else { format!("k{i}") };
+        let text = |i: usize| format!("{i:04}{}", "y".repeat(4092));
         let batch = RecordBatch::try_from_iter([
             ("key", Arc::new(StringArray::from_iter_values((0..1000).map(key))) as _),
-            ("text", Arc::new(StringArray::from_iter_values((0..1000).map(|i| format!("text {i}")))) as _),
+            ("text", Arc::new(StringArray::from_iter_values((0..1000).map(text))) as _),
         ])
         .unwrap();
         let properties = WriterProperties::builder()
@@ -241,6 +278,11 @@ mod tests {
         let totals = decompress_matching_pages(&task).unwrap();
         // Pages 1 and 7 of each of the two columns.
         assert_eq!((totals.pages_read, totals.pages_passed), (4, 16));
-        assert!(totals.bytes_read > 4 * 100 * 4);
+        assert!(totals.bytes_read > 2 * 410_000);
+        // The key pages are shorter than a block and count whole. Of text page 1, rows up to
+        // 150 (51 of 100) end in its second block; of page 7, rows up to 720 (21) in its first.
+        let spared = totals.bytes_read - totals.bytes_to_last_match;
+        let kept = 2 * ZSTD_BLOCK + ZSTD_BLOCK;
+        assert!((2 * 410_000 - kept..2 * 410_100 - kept).contains(&spared), "{spared}");
     }
 }

@@ -97,6 +97,7 @@ impl<W: Write> std::fmt::Debug for CsvEncoder<W> {
 }
 
 /// Appends one CSV cell.
+#[inline]
 pub(crate) fn write_cell(out: &mut Vec<u8>, cell: Cell<'_>) {
     match cell {
         Cell::Null => {}
@@ -113,6 +114,7 @@ pub(crate) fn write_cell(out: &mut Vec<u8>, cell: Cell<'_>) {
 /// Appends `text` as a CSV field: quoted (with inner quotes doubled) only if it contains a
 /// comma, a quote or a line break (CR, LF, VT, FF, U+001C..U+001E, NEL, U+2028, U+2029), and
 /// written as `""` if it is empty.
+#[inline]
 fn write_text(out: &mut Vec<u8>, text: &[u8]) {
     if text.is_empty() {
         out.extend_from_slice(b"\"\"");

@@ -16,7 +16,8 @@
 //! within a register"), whose lowest set bit tells where the first one is. The masks use the
 //! classic `(x - 0x01…) & !x` zero-byte test, which is exact up to and including the first
 //! marked byte; later bytes may be marked spuriously (a borrow runs upwards), so a mask is only
-//! ever used for the position of its lowest set bit.
+//! ever used for the position of its lowest set bit. A value shorter than a word (a short
+//! value is common: an OS name, a version) is gathered into one word without a loop.
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
@@ -162,6 +163,9 @@ fn load(bytes: &[u8], at: usize) -> u64 {
 /// the first block with one, and the tail, are searched a word at a time.
 #[inline(always)]
 pub(crate) fn find_special<S: Special>(bytes: &[u8], from: usize) -> Option<usize> {
+    if bytes.len() < 8 {
+        return find_in_short::<S>(bytes, from);
+    }
     let first_in = |at: usize, mask: u64| at + (mask.trailing_zeros() / 8) as usize;
     let mut at = from;
     while let Some(block) = bytes.get(at..at + BLOCK).filter(|_| S::BLOCKS) {
@@ -185,26 +189,41 @@ pub(crate) fn find_special<S: Special>(bytes: &[u8], from: usize) -> Option<usiz
         at += 8;
     }
     let rest = bytes.len() - at;
-    if rest > 0 {
-        // Fewer than eight bytes are left. Take the last eight bytes of `bytes` if there are
-        // that many (or gather the rest one by one) and overwrite the bytes before `at` with
-        // `a`, which is not special, so that no mark can come from them.
-        let (base, word) = if bytes.len() >= 8 {
-            let pad = u64::MAX >> (8 * rest);
-            (bytes.len() - 8, (load(bytes, bytes.len() - 8) & !pad) | (FILLER & pad))
-        } else {
-            let mut word = FILLER;
-            for (index, &byte) in bytes[at..].iter().enumerate() {
-                word = (word & !(0xFF << (8 * index))) | (u64::from(byte) << (8 * index));
-            }
-            (at, word)
-        };
-        let mask = S::word(word);
-        if mask != 0 {
-            return Some(first_in(base, mask));
-        }
+    if rest == 0 {
+        return None;
     }
-    None
+    // Fewer than eight bytes are left: take the last eight bytes of `bytes`, with the bytes
+    // before `at` overwritten with `a`, which is not special, so that no mark can come from them.
+    let pad = u64::MAX >> (8 * rest);
+    let mask = S::word((load(bytes, bytes.len() - 8) & !pad) | (FILLER & pad));
+    (mask != 0).then(|| first_in(bytes.len() - 8, mask))
+}
+
+/// [`find_special`] for `bytes` shorter than eight (an OS name, a version, a country code):
+/// every byte from `from` on is loaded into one word without a loop, some of them twice (two
+/// overlapping four-byte loads, or the first, middle and last byte), and only a word that holds
+/// a special byte is searched byte by byte for the first one. Kept out of line: inlined into
+/// [`find_special`], it made the compiler lay out the word loop of JSON's string writer worse.
+#[inline(never)]
+fn find_in_short<S: Special>(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = &bytes[from..];
+    let word = match rest.len() {
+        0 => return None,
+        1..=3 => {
+            let [first, middle, last] = [rest[0], rest[rest.len() / 2], rest[rest.len() - 1]];
+            (FILLER & !0xFF_FFFF) | u64::from(first) | u64::from(middle) << 8 | u64::from(last) << 16
+        }
+        len => {
+            let four = |at: usize| {
+                u64::from(u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]))
+            };
+            four(0) | four(len - 4) << 32
+        }
+    };
+    if S::word(word) == 0 {
+        return None;
+    }
+    rest.iter().position(|&byte| S::byte(byte)).map(|i| from + i)
 }
 
 /// "00" "01" … "99": two digits per table entry halve the number of divisions.
@@ -288,7 +307,7 @@ mod tests {
     #[test]
     fn every_byte_value_is_classified_exactly() {
         for b in 0..=255u8 {
-            for len in [1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 64, 70] {
+            for len in (1..=17).chain([31, 32, 33, 40, 64, 70]) {
                 for pos in 0..len {
                     let mut bytes = vec![b'x'; len];
                     bytes[pos] = b;
@@ -298,6 +317,30 @@ mod tests {
                     assert_eq!(csv, is_csv_candidate(b).then_some(pos), "csv byte {b} at {pos}/{len}");
                     let quote = find_special::<CsvQuote>(&bytes, 0);
                     assert_eq!(quote, (b == b'"').then_some(pos));
+                }
+            }
+        }
+    }
+
+    /// Values shorter than a word take their own path: every byte value at every position,
+    /// searched from every offset.
+    #[test]
+    fn short_values_are_searched_from_every_offset() {
+        for b in 0..=255u8 {
+            for len in 1..8 {
+                for pos in 0..len {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[pos] = b;
+                    for from in 0..=len {
+                        let json = find_special::<JsonCandidate>(&bytes, from);
+                        assert_eq!(
+                            json,
+                            naive_find(&bytes, from, is_json_candidate),
+                            "{bytes:?} from {from}"
+                        );
+                        let csv = find_special::<CsvCandidate>(&bytes, from);
+                        assert_eq!(csv, naive_find(&bytes, from, is_csv_candidate), "{bytes:?} from {from}");
+                    }
                 }
             }
         }
