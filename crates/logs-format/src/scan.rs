@@ -16,8 +16,8 @@
 //! within a register"), whose lowest set bit tells where the first one is. The masks use the
 //! classic `(x - 0x01…) & !x` zero-byte test, which is exact up to and including the first
 //! marked byte; later bytes may be marked spuriously (a borrow runs upwards), so a mask is only
-//! ever used for the position of its lowest set bit. A value shorter than a word (a short
-//! value is common: an OS name, a version) is gathered into one word without a loop.
+//! ever used for the position of its lowest set bit. A value shorter than a word, as OS names
+//! and versions are, is gathered into one word without a loop ([`find_in_short`]).
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
