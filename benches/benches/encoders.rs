@@ -11,7 +11,7 @@
 //! format, so the MB/s figures compare the time to encode the same rows (Arrow's JSON writers
 //! omit null keys and so write slightly fewer bytes).
 //!
-//! Run: `cargo bench -p logs-benches --bench encoders -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench --bench encoders -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
 use std::io;
