@@ -5,6 +5,11 @@
 //! ask for, so a feature that only a test or a benchmark turns on (proptest's `getrandom/std`,
 //! say) would otherwise make the second command build that crate and everything above it,
 //! DataFusion included, again. The fix is in `crates/logs-cli/Cargo.toml`.
+//!
+//! The same holds for the benchmarks: a plain `cargo bench` selects every member (none is left
+//! out of `default-members`), and `benches/peers/run`'s release build of `logs-cli`,
+//! `logs-testkit` and `logs-benches` builds each dependency with the workspace's features, so
+//! the two share one release build.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -29,21 +34,70 @@ fn features(args: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     packages
 }
 
-#[test]
-fn the_cli_alone_builds_its_dependencies_as_the_workspace_does() {
-    let workspace = features(&["--workspace"]);
-    let cli = features(&["--package", "logs-cli", "--edges", "normal,build"]);
-    assert!(cli.keys().any(|package| package.starts_with("datafusion ")), "{cli:?}");
-    let differing: Vec<String> = cli
+/// The packages whose features differ between `selection` and `workspace`, described.
+fn differing(
+    selection: &BTreeMap<String, BTreeSet<String>>,
+    workspace: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<String> {
+    selection
         .iter()
         .filter(|(package, features)| workspace.get(*package).is_some_and(|all| all != *features))
         .map(|(package, features)| {
             format!("{package}: {features:?} alone, {:?} in the workspace", workspace[package])
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_cli_alone_builds_its_dependencies_as_the_workspace_does() {
+    let workspace = features(&["--workspace"]);
+    let cli = features(&["--package", "logs-cli", "--edges", "normal,build"]);
+    assert!(cli.keys().any(|package| package.starts_with("datafusion ")), "{cli:?}");
+    let differing = differing(&cli, &workspace);
     assert!(
         differing.is_empty(),
         "built twice by the README's two commands (add the features to crates/logs-cli/Cargo.toml):\n{}",
+        differing.join("\n")
+    );
+}
+
+#[test]
+fn cargo_bench_and_the_peer_comparison_share_one_build() {
+    // From the workspace's root, as a plain `cargo bench` runs (inside a member's folder, cargo
+    // selects that member instead).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .current_dir(&root)
+        .args(["metadata", "--locked", "--offline", "--no-deps", "--format-version", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&output.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ids = |key: &str| -> BTreeSet<String> {
+        let list = metadata[key].as_array().unwrap_or_else(|| panic!("no {key} in cargo metadata"));
+        list.iter().map(|id| id.as_str().unwrap().to_owned()).collect()
+    };
+    let members = ids("workspace_members");
+    assert!(members.iter().any(|id| id.contains("logs-benches")), "{members:?}");
+    assert_eq!(ids("workspace_default_members"), members, "a plain `cargo bench` would leave members out");
+
+    let workspace = features(&["--workspace"]);
+    let peers = features(&[
+        "--package",
+        "logs-cli",
+        "--package",
+        "logs-testkit",
+        "--package",
+        "logs-benches",
+        "--edges",
+        "normal,build",
+    ]);
+    assert!(peers.keys().any(|package| package.starts_with("datafusion ")), "{peers:?}");
+    let differing = differing(&peers, &workspace);
+    assert!(
+        differing.is_empty(),
+        "benches/peers/run's build and `cargo bench` would build these twice:\n{}",
         differing.join("\n")
     );
 }
