@@ -34,30 +34,27 @@ fn features(args: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     packages
 }
 
-/// The packages whose features differ between `selection` and `workspace`, described.
-fn differing(
-    selection: &BTreeMap<String, BTreeSet<String>>,
-    workspace: &BTreeMap<String, BTreeSet<String>>,
-) -> Vec<String> {
-    selection
+/// Asserts that each dependency of the packages `cargo tree <selection>` selects has the
+/// features it has in the whole workspace; `problem` says what a difference would cost.
+fn assert_built_as_in_the_workspace(selection: &[&str], problem: &str) {
+    let workspace = features(&["--workspace"]);
+    let selected = features(selection);
+    assert!(selected.keys().any(|package| package.starts_with("datafusion ")), "{selected:?}");
+    let differing: Vec<String> = selected
         .iter()
         .filter(|(package, features)| workspace.get(*package).is_some_and(|all| all != *features))
         .map(|(package, features)| {
             format!("{package}: {features:?} alone, {:?} in the workspace", workspace[package])
         })
-        .collect()
+        .collect();
+    assert!(differing.is_empty(), "{problem}:\n{}", differing.join("\n"));
 }
 
 #[test]
 fn the_cli_alone_builds_its_dependencies_as_the_workspace_does() {
-    let workspace = features(&["--workspace"]);
-    let cli = features(&["--package", "logs-cli", "--edges", "normal,build"]);
-    assert!(cli.keys().any(|package| package.starts_with("datafusion ")), "{cli:?}");
-    let differing = differing(&cli, &workspace);
-    assert!(
-        differing.is_empty(),
-        "built twice by the README's two commands (add the features to crates/logs-cli/Cargo.toml):\n{}",
-        differing.join("\n")
+    assert_built_as_in_the_workspace(
+        &["--package", "logs-cli", "--edges", "normal,build"],
+        "built twice by the README's two commands (add the features to crates/logs-cli/Cargo.toml)",
     );
 }
 
@@ -82,22 +79,17 @@ fn cargo_bench_and_the_peer_comparison_share_one_build() {
     assert!(members.iter().any(|id| id.contains("logs-benches")), "{members:?}");
     assert_eq!(ids("workspace_default_members"), members, "a plain `cargo bench` would leave members out");
 
-    let workspace = features(&["--workspace"]);
-    let peers = features(&[
-        "--package",
-        "logs-cli",
-        "--package",
-        "logs-testkit",
-        "--package",
-        "logs-benches",
-        "--edges",
-        "normal,build",
-    ]);
-    assert!(peers.keys().any(|package| package.starts_with("datafusion ")), "{peers:?}");
-    let differing = differing(&peers, &workspace);
-    assert!(
-        differing.is_empty(),
-        "benches/peers/run's build and `cargo bench` would build these twice:\n{}",
-        differing.join("\n")
+    assert_built_as_in_the_workspace(
+        &[
+            "--package",
+            "logs-cli",
+            "--package",
+            "logs-testkit",
+            "--package",
+            "logs-benches",
+            "--edges",
+            "normal,build",
+        ],
+        "benches/peers/run's build and `cargo bench` would build these twice",
     );
 }
