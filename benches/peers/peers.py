@@ -745,9 +745,10 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
             print(f"q4a's floor (only the pages holding a match read and decompressed): "
                   f"{extra['q4a floor']:.2f} s; ours {median(measured['logs'], 0) / extra['q4a floor']:.2f} x it, "
                   + ", ".join(f"{t} {median(r, 0) / extra['q4a floor']:.2f} x" for t, r in measured.items() if t != "logs"))
-            # Once more, untimed, for what it read: pages, bytes, and the bytes up to each
-            # page's last match (what a reader decompressing less than whole pages would need).
-            print(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip())
+            # Once more, untimed as a whole, for what it read: pages, bytes, and the bytes up to
+            # each page's last match, estimated and, with --partial, decompressed and timed (what
+            # a reader decompressing less than whole pages would need).
+            print(subprocess.run(cmd + ["--partial"], capture_output=True, text=True, check=True).stdout.strip())
         if bucket is not None and "logs" in tools:
             print(explain_storage(args, bucket, root, q))
 
