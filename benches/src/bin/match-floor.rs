@@ -452,9 +452,24 @@ mod tests {
 
     use arrow::array::{BinaryArray, RecordBatch, StringArray};
     use parquet::arrow::ArrowWriter;
-    use parquet::file::properties::{EnabledStatistics, WriterProperties};
+    use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 
     use super::*;
+
+    /// Test files' properties: no dictionary, pages of 100 rows.
+    fn pages_of_100() -> WriterPropertiesBuilder {
+        WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_write_batch_size(100)
+            .set_data_page_row_count_limit(100)
+    }
+
+    fn write(path: &std::path::Path, batch: &RecordBatch, properties: WriterPropertiesBuilder) {
+        let file = File::create(path).unwrap();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties.build())).unwrap();
+        writer.write(batch).unwrap();
+        writer.close().unwrap();
+    }
 
     #[test]
     fn only_the_pages_holding_a_matching_row_are_decompressed() {
@@ -469,15 +484,7 @@ mod tests {
             ("text", Arc::new(StringArray::from_iter_values((0..1000).map(text))) as _),
         ])
         .unwrap();
-        let properties = WriterProperties::builder()
-            .set_dictionary_enabled(false)
-            .set_write_batch_size(100)
-            .set_data_page_row_count_limit(100)
-            .build();
-        let mut writer =
-            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+        write(&path, &batch, pages_of_100());
         let file = path.to_str().unwrap().to_owned();
 
         let matches = matching_rows(&file, &[("key".to_owned(), "x".to_owned())]).unwrap();
@@ -506,16 +513,7 @@ mod tests {
             ("text", Arc::new(StringArray::from_iter((0..1000).map(text))) as _),
         ])
         .unwrap();
-        let properties = WriterProperties::builder()
-            .set_dictionary_enabled(false)
-            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-            .set_write_batch_size(100)
-            .set_data_page_row_count_limit(100)
-            .build();
-        let mut writer =
-            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+        write(&path, &batch, pages_of_100().set_compression(Compression::ZSTD(Default::default())));
         let task = Task { file: path.to_str().unwrap().to_owned(), row_group: 0, rows: vec![150, 720] };
 
         let pages = raw_pages(&task).unwrap();
@@ -558,18 +556,11 @@ mod tests {
             ("blob", Arc::new(BinaryArray::from_iter_values((0..300).map(|_| decoy.as_slice()))) as _),
         ])
         .unwrap();
-        let properties = WriterProperties::builder()
-            .set_dictionary_enabled(false)
-            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        let properties = pages_of_100()
+            .set_compression(Compression::ZSTD(Default::default()))
             .set_statistics_enabled(EnabledStatistics::Page)
-            .set_write_page_header_statistics(true)
-            .set_write_batch_size(100)
-            .set_data_page_row_count_limit(100)
-            .build();
-        let mut writer =
-            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+            .set_write_page_header_statistics(true);
+        write(&path, &batch, properties);
         let file = std::fs::read(&path).unwrap();
         let decoys = file.windows(decoy.len()).filter(|w| *w == decoy.as_slice()).count();
         assert!(decoys >= 6, "{decoys} decoys: the three page headers should hold two each");
