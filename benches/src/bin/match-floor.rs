@@ -51,6 +51,15 @@ struct Task {
     rows: Vec<u64>,
 }
 
+impl Task {
+    /// The last matching row in `rows` (a page's rows), if any: the floor reads the page then.
+    fn last_match_in(&self, rows: std::ops::Range<u64>) -> Option<u64> {
+        let first = self.rows.partition_point(|&r| r < rows.start);
+        let end = self.rows.partition_point(|&r| r < rows.end);
+        (first < end).then(|| self.rows[end - 1])
+    }
+}
+
 #[derive(Default)]
 struct Totals {
     pages_read: u64,
@@ -235,10 +244,8 @@ fn decompress_matching_pages(task: &Task) -> Result<Totals, Error> {
                 continue;
             }
             let rows = page.num_rows.or(page.num_levels).ok_or("a data page without a row count")? as u64;
-            let first = task.rows.partition_point(|&r| r < row);
-            let last = task.rows.partition_point(|&r| r < row + rows);
-            if first < last {
-                let share = (task.rows[last - 1] - row + 1, rows);
+            if let Some(last_match) = task.last_match_in(row..row + rows) {
+                let share = (last_match - row + 1, rows);
                 read_page(pages.as_mut(), &mut totals, Some(share).filter(|_| text))?;
             } else {
                 pages.skip_next_page()?;
@@ -306,9 +313,7 @@ fn raw_pages(task: &Task) -> Result<Vec<RawPage>, Error> {
                 }
                 Page::DataPage { num_values, .. } => {
                     let rows = u64::from(*num_values);
-                    let first = task.rows.partition_point(|&r| r < row);
-                    let last = task.rows.partition_point(|&r| r < row + rows);
-                    (rows, (first < last).then(|| task.rows[last - 1]))
+                    (rows, task.last_match_in(row..row + rows))
                 }
                 Page::DataPageV2 { .. } => {
                     return Err(format!("{}: --partial reads data pages v1 only", task.file).into());
