@@ -151,21 +151,22 @@ impl<T> WriteTimeout<T> {
         WriteTimeout { inner, stall, stalled: None }
     }
 
-    /// Called when a write is pending: starts the clock, or fails if it has run out.
-    fn check_stall(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+    /// Watches the outcome of a write: a pending write starts the clock, or fails once it has
+    /// run out; any other outcome is progress and stops the clock.
+    fn watch(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
         let timeout = self.stall.timeout();
         let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         if sleep.as_mut().poll(cx).is_ready() {
-            return Err(io::Error::new(
+            return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("the client read nothing for {} s", timeout.as_secs_f64()),
-            ));
+            )));
         }
-        Ok(())
-    }
-
-    fn progress(&mut self) {
-        self.stalled = None;
+        Poll::Pending
     }
 }
 
@@ -181,17 +182,8 @@ impl<T: AsyncRead + Unpin> AsyncRead for WriteTimeout<T> {
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Pending => match this.check_stall(cx) {
-                Ok(()) => Poll::Pending,
-                Err(e) => Poll::Ready(Err(e)),
-            },
-            ready => {
-                this.progress();
-                ready
-            }
-        }
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, poll)
     }
 
     fn poll_write_vectored(
@@ -199,17 +191,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => match this.check_stall(cx) {
-                Ok(()) => Poll::Pending,
-                Err(e) => Poll::Ready(Err(e)),
-            },
-            ready => {
-                this.progress();
-                ready
-            }
-        }
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -246,21 +229,25 @@ mod tests {
     #[tokio::test]
     async fn progress_resets_the_clock() {
         let (writer, mut reader) = tokio::io::duplex(64);
-        // Each read comes within the timeout with a wide margin (a loaded machine's scheduling).
-        let mut io = WriteTimeout::new(writer, WriteStall::new(Duration::from_secs(2)));
+        // The reader waits a tenth of the timeout between reads (a wide margin for a loaded
+        // machine's scheduling), for two and a half timeouts in all: only a clock that each
+        // write's progress restarts lets the whole body through.
+        let timeout = Duration::from_secs(1);
+        let mut io = WriteTimeout::new(writer, WriteStall::new(timeout));
         let drain = tokio::spawn(async move {
             let mut sink = Vec::new();
-            // Reads slowly, but never stops for as long as the timeout.
-            for _ in 0..20 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            for _ in 0..25 {
+                tokio::time::sleep(timeout / 10).await;
                 let mut buf = [0u8; 64];
                 let n = tokio::io::AsyncReadExt::read(&mut reader, &mut buf).await.unwrap();
                 sink.extend_from_slice(&buf[..n]);
             }
             sink.len()
         });
-        io.write_all(&[1; 640]).await.unwrap();
+        let started = Instant::now();
+        io.write_all(&[1; 25 * 64]).await.unwrap();
+        assert!(started.elapsed() > 2 * timeout, "the writes took longer than the timeout in all");
         drop(io);
-        assert!(drain.await.unwrap() >= 640);
+        assert_eq!(drain.await.unwrap(), 25 * 64);
     }
 }

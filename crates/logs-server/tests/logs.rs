@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -14,22 +13,6 @@ use logs_core::EngineConfig;
 use logs_server::auth::introspection::{ClientCredentials, Secret};
 use logs_server::auth::{Authenticator, IntrospectionConfig, Introspector, TokenStore};
 use logs_server::{AppState, ServeOptions, Settings};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 const FILE_TOKEN: &str = "tok-log-file-7d1a54127b222502f5b7";
 const UNKNOWN: &str = "tok-log-unknown-1f40fc92da241694750979";
@@ -38,13 +21,7 @@ const CLIENT_SECRET: &str = "idp-secret-8d969eef6ecad3c29a3a";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_token_is_ever_logged() {
-    let capture = Capture::default();
-    let (text, json) = (capture.clone(), capture.clone());
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::filter::LevelFilter::TRACE)
-        .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(move || text.clone()))
-        .with(tracing_subscriber::fmt::layer().json().with_writer(move || json.clone()))
-        .init();
+    logged(); // installs the capture
 
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.toml");
@@ -110,7 +87,7 @@ async fn no_token_is_ever_logged() {
     server.stop().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let logged = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let logged = logged();
     for secret in [READER, FILE_TOKEN, UNKNOWN, IDP_TOKEN, CLIENT_SECRET, WRITER, APP1001] {
         assert!(!logged.contains(secret), "{secret} was logged");
         // Nor its hash, which would allow an offline guess of weak tokens.

@@ -9,9 +9,8 @@
 mod common;
 mod raw_http;
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::response::IntoResponse;
@@ -23,38 +22,6 @@ use logs_server::auth::introspection::{ClientCredentials, Secret};
 use logs_server::auth::{Authenticator, IntrospectionConfig, Introspector, TokenHash, TokenStore};
 use logs_server::{AppState, ServeOptions, Settings};
 use serde_json::json;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Everything logged by this test binary so far (one subscriber for all its tests).
-fn logged() -> String {
-    static CAPTURE: OnceLock<Capture> = OnceLock::new();
-    let capture = CAPTURE.get_or_init(|| {
-        let capture = Capture::default();
-        let (text, json) = (capture.clone(), capture.clone());
-        tracing_subscriber::registry()
-            .with(tracing_subscriber::filter::LevelFilter::TRACE)
-            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(move || text.clone()))
-            .with(tracing_subscriber::fmt::layer().json().with_writer(move || json.clone()))
-            .init();
-        capture
-    });
-    String::from_utf8_lossy(&capture.0.lock().unwrap()).into_owned()
-}
 
 const CLIENT_ID: &str = "logs-secrets";
 const CLIENT_SECRET: &str = "idp-client-secret-4c1b9e7a";

@@ -2,9 +2,10 @@
 //! on 127.0.0.1:0, a raw HTTP client for stalling tests.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -19,6 +20,8 @@ use logs_server::{AppState, ServeOptions, Settings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// A token with `service:read` on every application (stored by hash in the tokens file).
 pub const READER: &str = "tok-reader-9f86d081884c7d659a2f";
@@ -298,4 +301,36 @@ pub fn dechunk(response: &[u8]) -> Option<Vec<u8>> {
         body.extend_from_slice(rest.get(..size)?);
         rest = rest.get(size + 2..)?;
     }
+}
+
+/// Where [`logged`] keeps what the test binary logged.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything this test binary has logged so far, at every level, as text and as JSON lines
+/// (one subscriber for all its tests, installed by the first call).
+pub fn logged() -> String {
+    static CAPTURE: OnceLock<Capture> = OnceLock::new();
+    let capture = CAPTURE.get_or_init(|| {
+        let capture = Capture::default();
+        let (text, json) = (capture.clone(), capture.clone());
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::filter::LevelFilter::TRACE)
+            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(move || text.clone()))
+            .with(tracing_subscriber::fmt::layer().json().with_writer(move || json.clone()))
+            .init();
+        capture
+    });
+    String::from_utf8(capture.0.lock().unwrap().clone()).expect("tracing writes UTF-8")
 }
