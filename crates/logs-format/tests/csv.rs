@@ -150,6 +150,57 @@ fn dictionaries_with_null_keys_null_values_and_unused_values() {
 }
 
 #[test]
+fn dictionaries_with_every_key_type() {
+    // Each of Arrow's eight key types, with a null key, in both ways of rendering a dictionary
+    // (values first when there are no more of them than rows, row by row otherwise).
+    fn column<K: arrow::datatypes::ArrowDictionaryKeyType>(
+        keys: &[Option<usize>],
+        values: &[Option<&str>],
+    ) -> ArrayRef {
+        use arrow::datatypes::ArrowNativeType;
+        let keys = keys.iter().map(|key| key.map(|key| K::Native::from_usize(key).unwrap()));
+        dictionary::<K>(arrow::array::PrimitiveArray::<K>::from_iter(keys), values)
+    }
+    use arrow::datatypes::{Int8Type, Int16Type, Int32Type, UInt8Type, UInt32Type, UInt64Type};
+    let keys = [Some(1), None, Some(0), Some(1)];
+    for values in
+        [&[Some("ios"), Some("android, tv")][..], &[Some("ios"), Some("android, tv"), None, None, None]]
+    {
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("i8", column::<Int8Type>(&keys, values)),
+            ("i16", column::<Int16Type>(&keys, values)),
+            ("i32", column::<Int32Type>(&keys, values)),
+            ("i64", column::<Int64Type>(&keys, values)),
+            ("u8", column::<UInt8Type>(&keys, values)),
+            ("u16", column::<UInt16Type>(&keys, values)),
+            ("u32", column::<UInt32Type>(&keys, values)),
+            ("u64", column::<UInt64Type>(&keys, values)),
+        ];
+        let row = |cell: &str| [cell; 8].join(",");
+        let expected = [
+            "i8,i16,i32,i64,u8,u16,u32,u64",
+            &row("\"android, tv\""),
+            &row(""),
+            &row("ios"),
+            &row("\"android, tv\""),
+        ]
+        .join("\n")
+            + "\n";
+        assert_eq!(encode(Format::Csv, &[batch(columns)]), expected, "{} values", values.len());
+    }
+}
+
+#[test]
+fn a_dictionary_whose_keys_are_not_integers_is_refused() {
+    let keys_of_floats = DataType::Dictionary(Box::new(DataType::Float64), Box::new(DataType::Utf8));
+    let schema = Schema::new(vec![Field::new("d", keys_of_floats, true)]);
+    assert!(matches!(
+        CsvEncoder::new(Vec::new(), &schema, EncoderOptions::default()),
+        Err(FormatError::UnsupportedType { column, .. }) if column == "d"
+    ));
+}
+
+#[test]
 fn dictionary_larger_than_the_batch() {
     // More dictionary values than rows: rows are rendered one by one instead.
     let values: Vec<String> = (0..100).map(|i| format!("value {i}, quoted")).collect();

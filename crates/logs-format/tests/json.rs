@@ -212,3 +212,17 @@ fn format_names_and_media_types() {
         Format::Json
     );
 }
+
+#[test]
+fn the_json_integers_setting_is_named_string_or_number() {
+    use logs_format::JsonIntegers;
+    assert_eq!(
+        (JsonIntegers::Strings.to_string(), JsonIntegers::Numbers.to_string()),
+        ("string".into(), "number".into())
+    );
+    for value in JsonIntegers::ALL {
+        assert_eq!(value.as_str().parse::<JsonIntegers>(), Ok(value));
+    }
+    let error = "numbers".parse::<JsonIntegers>().unwrap_err();
+    assert_eq!(error, "`numbers` is not a way to write JSON integers: expected `string` or `number`");
+}
