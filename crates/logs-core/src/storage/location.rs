@@ -72,9 +72,9 @@ impl DatasetLocation {
                     .decode_utf8()
                     .map_err(|_| invalid("the s3:// prefix is not UTF-8".into()))?
                     .into_owned();
-                if prefix.split('/').any(|part| part.is_empty() || part == "." || part == "..")
-                    && !prefix.is_empty()
-                {
+                // Looked for in the text as given: the URL parser has resolved `a/../b` to `b`
+                // already, where S3 would take the dots as a key's characters.
+                if (prefix.split('/').any(str::is_empty) && !prefix.is_empty()) || has_dot_segment(text) {
                     return Err(invalid("the s3:// prefix has an empty, `.` or `..` segment".into()));
                 }
                 Ok(DatasetLocation::S3 { bucket: bucket.to_owned(), prefix })
@@ -102,6 +102,13 @@ impl DatasetLocation {
         })?;
         Ok(Some((Arc::new(store), prefix)))
     }
+}
+
+/// Whether the path of the URL `text` has a `.` or `..` segment, percent-encoded or not.
+fn has_dot_segment(text: &str) -> bool {
+    let after_scheme = text.split_once("://").map_or("", |(_, rest)| rest);
+    let path = after_scheme.split_once('/').map_or("", |(_, path)| path);
+    path.split('/').any(|segment| matches!(&*percent_decode_str(segment).decode_utf8_lossy(), "." | ".."))
 }
 
 fn is_scheme(s: &str) -> bool {
@@ -283,6 +290,22 @@ mod tests {
         assert_eq!(defaults.get_config_value(&client(ClientConfigKey::Timeout)).as_deref(), Some("30s"));
     }
 
+    /// `--s3-addressing` picks the style whatever `AWS_VIRTUAL_HOSTED_STYLE_REQUEST` says, and
+    /// without the flag the variable's choice stays.
+    #[test]
+    fn the_addressing_flag_picks_the_style() {
+        let style = |addressing, env: &str| {
+            let base = AmazonS3Builder::new().with_config(AmazonS3ConfigKey::VirtualHostedStyleRequest, env);
+            let built = S3Options { addressing, ..Default::default() }.builder_over(base);
+            built.get_config_value(&AmazonS3ConfigKey::VirtualHostedStyleRequest).unwrap()
+        };
+        for env in ["true", "false"] {
+            assert_eq!(style(Some(Addressing::VirtualHosted), env), "true");
+            assert_eq!(style(Some(Addressing::Path), env), "false");
+            assert_eq!(style(None, env), env);
+        }
+    }
+
     #[test]
     fn locations_parse() {
         assert_eq!(
@@ -298,8 +321,19 @@ mod tests {
         assert_eq!(DatasetLocation::parse("s3://logs/").unwrap(), s3("logs", ""));
         assert_eq!(DatasetLocation::parse("s3://logs/errors/v1/").unwrap(), s3("logs", "errors/v1"));
         assert_eq!(DatasetLocation::parse("s3://logs/my%20data/é").unwrap(), s3("logs", "my data/é"));
+        assert_eq!(DatasetLocation::parse("s3://logs/a.b/..c/...").unwrap(), s3("logs", "a.b/..c/..."));
         assert_eq!(s3("logs", "a/b").to_string(), "s3://logs/a/b");
         assert_eq!(s3("logs", "").to_string(), "s3://logs");
+        assert_eq!(DatasetLocation::Local("/data/my x".into()).to_string(), "/data/my x");
+        // A `://` after something that is not a URL scheme (two or more letters, digits, `+`,
+        // `-` or `.`, from a letter) is part of a local path: a drive-letter-like `c:`, a
+        // leading digit, a space.
+        for path in ["c://data/x", "1x://data", "my data://x", "data/x://y"] {
+            assert_eq!(DatasetLocation::parse(path).unwrap(), DatasetLocation::Local(path.into()), "{path}");
+        }
+        assert!(
+            DatasetLocation::parse("s3+x://logs").unwrap_err().to_string().contains("unsupported scheme")
+        );
     }
 
     #[test]
@@ -328,6 +362,10 @@ mod tests {
             ("s3://logs/x?secret=hunter2", "query"),
             ("s3://logs:9000/x", "no port"),
             ("s3://logs/a//b", "empty"),
+            ("s3://logs/a/../b", "`..`"),
+            ("s3://logs/a/./b", "`..`"),
+            ("s3://logs/%2E%2e/b", "`..`"),
+            ("s3://logs/a/..", "`..`"),
             ("gs://logs/x", "unsupported scheme `gs://`"),
             ("file://relative/x", "absolute"),
         ] {
