@@ -187,6 +187,35 @@ fn unknown_parameters_are_refused_with_a_suggestion() {
     let e = with("format=csv").unwrap_err();
     assert_eq!(e.parameter(), "format");
     assert!(!e.to_string().contains("did you mean"), "{e}");
+    // The message lists what is allowed: the parameters, then the fields a filter may name.
+    assert!(e.to_string().contains("allowed: application_id, date_since,"), "{e}");
+    assert!(e.to_string().contains("equality filter (error,error_datetime,"), "{e}");
+    // Up to two letters added, dropped or changed, anywhere in the name, get a suggestion.
+    for (typo, meant) in [("xlimit", "limit"), ("imit", "limit"), ("limitxx", "limit"), ("os_nam", "os_name")]
+    {
+        assert!(
+            with(&format!("{typo}=1")).unwrap_err().to_string().contains(&format!("did you mean `{meant}`?")),
+            "{typo}"
+        );
+    }
+    assert!(!with("xxlimitx=1").unwrap_err().to_string().contains("did you mean"));
+}
+
+#[test]
+fn edit_distance_counts_insertions_deletions_and_substitutions() {
+    for (a, b, distance) in [
+        ("", "", 0),
+        ("", "abc", 3),
+        ("abc", "", 3),
+        ("kitten", "sitting", 3),
+        ("flaw", "lawn", 2),
+        ("limit", "xlimit", 1),
+        ("limit", "imit", 1),
+        ("é", "e", 1),
+    ] {
+        assert_eq!(edit_distance(a, b), distance, "{a} / {b}");
+        assert_eq!(edit_distance(b, a), distance, "{b} / {a}");
+    }
 }
 
 #[test]
