@@ -21,7 +21,49 @@ pub mod proxy;
 pub mod python;
 pub mod s3;
 
-/// A free port of `127.0.0.1`: taken from the kernel and let go, for a server started at once.
+/// A free port of `127.0.0.1`, for a server started at once (and, for a replica, restarted on
+/// it). It comes from below the kernel's ephemeral range: a port the kernel handed out and got
+/// back could be handed out again, before the server binds it, as any outgoing connection's
+/// local port, and a replica would then fail to start ("Address already in use"). Ports are
+/// taken in turn from a point that depends on the process, each checked free by binding it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOWEST: u32 = 10_000;
+    let ephemeral_low = ephemeral_range_start().unwrap_or(32_768);
+    if ephemeral_low < LOWEST + 1_000 {
+        return std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    }
+    let span = ephemeral_low - LOWEST;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let port = (LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port of 127.0.0.1 from {LOWEST} to {ephemeral_low}");
+}
+
+/// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`).
+fn ephemeral_range_start() -> Option<u32> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn free_ports_are_distinct_free_and_outside_the_ephemeral_range() {
+        let ephemeral_low = super::ephemeral_range_start().unwrap_or(32_768);
+        let ports: Vec<u16> = (0..50).map(|_| super::free_port()).collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        for port in ports {
+            assert!(u32::from(port) < ephemeral_low, "{port} is in the ephemeral range");
+            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+    }
 }
