@@ -29,9 +29,10 @@ use crate::error::{Error, Result};
 use crate::storage::local;
 
 /// Over an object store, ranges closer than this are fetched in one GET: reading through a gap
-/// is worth it while it takes less than another request's first byte (S3 within a region:
-/// 10-20 ms, at 100 MiB/s or more per connection).
-const STORE_COALESCE_GAP: u64 = 1024 * 1024;
+/// is worth it while it takes less than another request's first byte, so the gap is latency ×
+/// bandwidth (10-20 ms to the first byte within a region, at 100 MiB/s or more per connection),
+/// as in the Parquet readers of Arrow C++ and DuckDB (docs/decisions.md).
+const STORE_COALESCE_GAP: u64 = 2 * 1024 * 1024;
 /// On a local disk, only ranges this close are read at once.
 const LOCAL_COALESCE_GAP: u64 = 16 * 1024;
 /// GETs of one call in flight at once.
