@@ -4,7 +4,7 @@
 //! Over an object store every read is a GET with `If-Match` on the ETag the listing gave (or
 //! the version, or `If-Unmodified-Since` where the store has neither), so an object deleted or
 //! overwritten during an export fails it, naming the key, and never yields a short or mixed
-//! export. Ranges closer than [`STORE_COALESCE_GAP`] are fetched as one; the fetches of one
+//! export. Ranges at most [`STORE_COALESCE_GAP`] apart are fetched as one; the fetches of one
 //! call run [`STORE_FETCHES_IN_FLIGHT`] at a time. `object_store` retries transient failures.
 //!
 //! A local folder is read with positioned reads on the calling thread instead (see
@@ -28,7 +28,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use crate::error::{Error, Result};
 use crate::storage::local;
 
-/// Over an object store, ranges closer than this are fetched in one GET: reading through a gap
+/// Over an object store, ranges at most this far apart are fetched in one GET: reading through a gap
 /// is worth it while it takes less than another request's first byte, so the gap is latency ×
 /// bandwidth (10-20 ms to the first byte within a region, at 100 MiB/s or more per connection),
 /// as in the Parquet readers of Arrow C++ and DuckDB (docs/decisions.md).
@@ -461,6 +461,31 @@ mod tests {
         let scan = scan.with_prefetched(file.prefetched().clone());
         assert_eq!(scan.get(4_100_000..4_200_000).await.unwrap()[..], content[4_100_000..4_200_000]);
         assert_eq!(counts.snapshot().gets, 0);
+    }
+
+    /// A store's reads merge across up to `STORE_COALESCE_GAP` bytes, a local file's across up to
+    /// `LOCAL_COALESCE_GAP`; one byte more makes two reads.
+    #[tokio::test]
+    async fn each_source_merges_across_its_own_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let content: Vec<u8> = (0..3 * STORE_COALESCE_GAP as u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let (stored, stored_counts) = testing::stored_file(&path).await;
+        let (local, local_counts) = testing::local_file(&path);
+        for (file, counts, gap) in
+            [(&stored, &stored_counts, STORE_COALESCE_GAP), (&local, &local_counts, LOCAL_COALESCE_GAP)]
+        {
+            for (apart, reads) in [(gap, 1), (gap + 1, 2)] {
+                let ranges = [0..10, 10 + apart..20 + apart];
+                let before = counts.snapshot().gets;
+                let read = file.get_ranges(&ranges).await.unwrap();
+                assert_eq!(counts.snapshot().gets - before, reads, "{apart} bytes apart, gap {gap}");
+                for (range, bytes) in ranges.iter().zip(&read) {
+                    assert_eq!(bytes[..], content[range.start as usize..range.end as usize]);
+                }
+            }
+        }
     }
 
     #[test]
