@@ -463,6 +463,50 @@ mod tests {
         assert_eq!(counts.snapshot().gets, 0);
     }
 
+    /// An object smaller than the tail read with its footer is held whole: no read of it makes
+    /// another request.
+    #[tokio::test]
+    async fn a_small_object_read_whole_serves_every_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let (mut file, counts) = testing::stored_file(&path).await;
+        file.prefetch_tail(512 * 1024).await.unwrap();
+        assert_eq!(counts.snapshot(), Requests { lists: 0, gets: 1, bytes: 10_000 });
+        let ranges = [0..10, 4_000..6_000, 9_990..10_000, 0..10_000];
+        for (range, bytes) in ranges.iter().zip(file.get_ranges(&ranges).await.unwrap()) {
+            assert_eq!(bytes[..], content[range.start as usize..range.end as usize], "{range:?}");
+        }
+        assert_eq!(file.get(5..6).await.unwrap()[..], content[5..6]);
+        assert!(ranges.iter().all(|r| file.holds(r)));
+        assert_eq!(counts.snapshot().gets, 1);
+    }
+
+    /// An empty range inside the object is empty bytes and no request; a range that runs
+    /// backwards or past the object's end is an error naming the object, and no request.
+    #[tokio::test]
+    async fn reads_outside_the_object_are_refused_and_empty_ones_make_no_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 1000]).unwrap();
+        let (file, counts) = testing::stored_file(&path).await;
+        for range in [0..0, 500..500, 1000..1000] {
+            assert!(file.get(range).await.unwrap().is_empty());
+        }
+        #[allow(clippy::reversed_empty_ranges)]
+        for range in [6..5, 999..1001, 1001..1001] {
+            let message = file.get(range.clone()).await.unwrap_err().to_string();
+            assert!(
+                message.contains("f.parquet") && message.contains("outside the object's 1000 bytes"),
+                "{range:?}: {message}"
+            );
+        }
+        assert_eq!(counts.snapshot().gets, 0);
+        assert_eq!(file.get(999..1000).await.unwrap()[..], [7]);
+        assert_eq!(counts.snapshot().gets, 1);
+    }
+
     /// A store's reads merge across up to `STORE_COALESCE_GAP` bytes, a local file's across up to
     /// `LOCAL_COALESCE_GAP`; one byte more makes two reads.
     #[tokio::test]
