@@ -507,6 +507,20 @@ mod tests {
         assert_eq!(counts.snapshot().gets, 1);
     }
 
+    /// A local file cut short after the export opened it: a read past its new end is an error
+    /// that says how much was read, never fewer bytes than asked for.
+    #[tokio::test]
+    async fn a_short_read_of_a_local_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        std::fs::write(&path, vec![7u8; 1000]).unwrap();
+        let (file, _) = testing::local_file(&path);
+        assert_eq!(file.get(0..10).await.unwrap()[..], [7; 10]);
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(600).unwrap();
+        let message = file.get(500..700).await.unwrap_err().to_string();
+        assert!(message.contains("f.parquet") && message.contains("100 of 200 bytes at 500"), "{message}");
+    }
+
     /// A store's reads merge across up to `STORE_COALESCE_GAP` bytes, a local file's across up to
     /// `LOCAL_COALESCE_GAP`; one byte more makes two reads.
     #[tokio::test]

@@ -292,6 +292,22 @@ pub(crate) mod tests {
         assert!(!ahead.plan(&[pages(&footer, 0, 0)[0].0.clone()]).is_empty());
     }
 
+    /// A dictionary page inside the ranges asked for is not read ahead a second time.
+    #[test]
+    fn a_dictionary_asked_for_already_is_not_read_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let footer = file(&dir.path().join("f.parquet"));
+        let asked = [pages(&footer, 0, 0)[3].0.clone(), dictionary(&footer, 0, 3)];
+        let mut ahead = ReadAhead::new(&footer, &read(&["id", "other"]), u64::MAX).unwrap();
+        assert_eq!(ahead.plan(&asked), [pages(&footer, 0, 3)[3].0.clone()]);
+    }
+
+    #[test]
+    fn row_ranges_merge_where_they_touch_or_overlap() {
+        assert_eq!(merge(vec![5..10, 0..3, 3..4, 20..30, 25..40, 41..41]), vec![0..4, 5..10, 20..40, 41..41]);
+        assert!(merge(Vec::new()).is_empty());
+    }
+
     #[test]
     fn pages_held_serve_the_ranges_inside_them_until_another_row_group_is_planned() {
         let dir = tempfile::tempdir().unwrap();
@@ -321,7 +337,12 @@ pub(crate) mod tests {
         let mut limited = ReadAhead::new(&footer, &columns, one_page).unwrap();
         assert!(limited.plan(&[pages(&footer, 0, 0)[0].0.clone()]).is_empty());
         let mut unlimited = ReadAhead::new(&footer, &columns, u64::MAX).unwrap();
-        assert!(!unlimited.plan(&[pages(&footer, 0, 0)[0].0.clone()]).is_empty());
+        let planned = unlimited.plan(&[pages(&footer, 0, 0)[0].0.clone()]);
+        assert!(!planned.is_empty());
+        // A limit of exactly the bytes planned still lets them come.
+        let exactly: u64 = planned.iter().map(|r| r.end - r.start).sum();
+        let mut at_limit = ReadAhead::new(&footer, &columns, exactly).unwrap();
+        assert_eq!(at_limit.plan(&[pages(&footer, 0, 0)[0].0.clone()]), planned);
 
         // Whole column chunks of every column read: nothing is left to read ahead.
         let mut whole = ReadAhead::new(&footer, &columns, u64::MAX).unwrap();
