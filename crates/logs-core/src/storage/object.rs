@@ -28,10 +28,10 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use crate::error::{Error, Result};
 use crate::storage::local;
 
-/// Over an object store, ranges at most this far apart are fetched in one GET: reading through a gap
-/// is worth it while it takes less than another request's first byte, so the gap is latency ×
-/// bandwidth (10-20 ms to the first byte within a region, at 100 MiB/s or more per connection),
-/// as in the Parquet readers of Arrow C++ and DuckDB (docs/decisions.md).
+/// Over an object store, ranges at most this far apart are fetched in one GET: reading through
+/// a gap is worth it while it takes less than another request's first byte, so the gap is
+/// latency × bandwidth (10-20 ms to the first byte within a region, at 100 MiB/s or more per
+/// connection), as in the Parquet readers of Arrow C++ and DuckDB (docs/decisions.md).
 const STORE_COALESCE_GAP: u64 = 2 * 1024 * 1024;
 /// On a local disk, only ranges this close are read at once.
 const LOCAL_COALESCE_GAP: u64 = 16 * 1024;
@@ -521,8 +521,8 @@ mod tests {
         assert!(message.contains("f.parquet") && message.contains("100 of 200 bytes at 500"), "{message}");
     }
 
-    /// A store's reads merge across up to `STORE_COALESCE_GAP` bytes, a local file's across up to
-    /// `LOCAL_COALESCE_GAP`; one byte more makes two reads.
+    /// A store's reads merge across up to `STORE_COALESCE_GAP` bytes, a local file's across up
+    /// to `LOCAL_COALESCE_GAP`; one byte more makes two reads.
     #[tokio::test]
     async fn each_source_merges_across_its_own_gap() {
         let dir = tempfile::tempdir().unwrap();
