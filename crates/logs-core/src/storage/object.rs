@@ -382,12 +382,28 @@ impl datafusion::parquet::arrow::async_reader::MetadataFetch for &ObjectFile {
 
 #[cfg(test)]
 pub(crate) mod testing {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use object_store::ObjectStoreExt;
     use object_store::memory::InMemory;
 
     use super::*;
+
+    /// `len` bytes, each unlike its neighbours, written to `name` in `dir`: its path and bytes.
+    pub(crate) fn patterned_file(dir: &Path, name: &str, len: u64) -> (PathBuf, Vec<u8>) {
+        let content: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let path = dir.join(name);
+        std::fs::write(&path, &content).unwrap();
+        (path, content)
+    }
+
+    /// Asserts that each of `read` holds exactly the bytes of its range of `content`.
+    pub(crate) fn assert_exact(ranges: &[Range<u64>], read: &[Bytes], content: &[u8]) {
+        assert_eq!(ranges.len(), read.len());
+        for (range, bytes) in ranges.iter().zip(read) {
+            assert_eq!(bytes[..], content[range.start as usize..range.end as usize], "{range:?}");
+        }
+    }
 
     /// The local file at `path`, as the local listing sees it, and its read counts.
     pub(crate) fn local_file(path: &Path) -> (ObjectFile, Arc<RequestCounts>) {
@@ -440,19 +456,14 @@ mod tests {
     #[tokio::test]
     async fn reads_inside_the_prefetched_tail_make_no_request() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let content: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &content).unwrap();
+        let (path, content) = testing::patterned_file(dir.path(), "f", 5_000_000);
         let (mut file, counts) = testing::stored_file(&path).await;
         file.prefetch_tail(1_000_000).await.unwrap();
         assert_eq!(counts.snapshot().gets, 1);
         assert_eq!(file.get(4_500_000..4_500_100).await.unwrap()[..], content[4_500_000..4_500_100]);
         assert_eq!(counts.snapshot().gets, 1);
         let ranges = [4_999_000..5_000_000, 0..10, 3_999_990..4_000_010, 4_000_000..4_000_000];
-        let read = file.get_ranges(&ranges).await.unwrap();
-        for (range, bytes) in ranges.iter().zip(&read) {
-            assert_eq!(bytes[..], content[range.start as usize..range.end as usize], "{range:?}");
-        }
+        testing::assert_exact(&ranges, &file.get_ranges(&ranges).await.unwrap(), &content);
         // 0..10 and 3_999_990..4_000_010 (which starts before the tail): one merged GET each.
         assert_eq!(counts.snapshot(), Requests { lists: 0, gets: 3, bytes: 1_000_000 + 10 + 20 });
         assert_eq!(file.bytes_read(), 1_000_000 + 100 + 1000 + 10 + 20);
@@ -468,16 +479,12 @@ mod tests {
     #[tokio::test]
     async fn a_small_object_read_whole_serves_every_read() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let content: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &content).unwrap();
+        let (path, content) = testing::patterned_file(dir.path(), "f", 10_000);
         let (mut file, counts) = testing::stored_file(&path).await;
         file.prefetch_tail(512 * 1024).await.unwrap();
         assert_eq!(counts.snapshot(), Requests { lists: 0, gets: 1, bytes: 10_000 });
         let ranges = [0..10, 4_000..6_000, 9_990..10_000, 0..10_000];
-        for (range, bytes) in ranges.iter().zip(file.get_ranges(&ranges).await.unwrap()) {
-            assert_eq!(bytes[..], content[range.start as usize..range.end as usize], "{range:?}");
-        }
+        testing::assert_exact(&ranges, &file.get_ranges(&ranges).await.unwrap(), &content);
         assert_eq!(file.get(5..6).await.unwrap()[..], content[5..6]);
         assert!(ranges.iter().all(|r| file.holds(r)));
         assert_eq!(counts.snapshot().gets, 1);
@@ -488,8 +495,7 @@ mod tests {
     #[tokio::test]
     async fn reads_outside_the_object_are_refused_and_empty_ones_make_no_request() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, vec![7u8; 1000]).unwrap();
+        let (path, content) = testing::patterned_file(dir.path(), "f", 1000);
         let (file, counts) = testing::stored_file(&path).await;
         for range in [0..0, 500..500, 1000..1000] {
             assert!(file.get(range).await.unwrap().is_empty());
@@ -503,7 +509,7 @@ mod tests {
             );
         }
         assert_eq!(counts.snapshot().gets, 0);
-        assert_eq!(file.get(999..1000).await.unwrap()[..], [7]);
+        assert_eq!(file.get(999..1000).await.unwrap()[..], content[999..]);
         assert_eq!(counts.snapshot().gets, 1);
     }
 
@@ -512,10 +518,9 @@ mod tests {
     #[tokio::test]
     async fn a_short_read_of_a_local_file_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        std::fs::write(&path, vec![7u8; 1000]).unwrap();
+        let (path, content) = testing::patterned_file(dir.path(), "f.parquet", 1000);
         let (file, _) = testing::local_file(&path);
-        assert_eq!(file.get(0..10).await.unwrap()[..], [7; 10]);
+        assert_eq!(file.get(0..10).await.unwrap()[..], content[..10]);
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(600).unwrap();
         let message = file.get(500..700).await.unwrap_err().to_string();
         assert!(message.contains("f.parquet") && message.contains("100 of 200 bytes at 500"), "{message}");
@@ -526,9 +531,7 @@ mod tests {
     #[tokio::test]
     async fn each_source_merges_across_its_own_gap() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        let content: Vec<u8> = (0..3 * STORE_COALESCE_GAP as u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &content).unwrap();
+        let (path, content) = testing::patterned_file(dir.path(), "f.parquet", 3 * STORE_COALESCE_GAP);
         let (stored, stored_counts) = testing::stored_file(&path).await;
         let (local, local_counts) = testing::local_file(&path);
         for (file, counts, gap) in
@@ -539,9 +542,7 @@ mod tests {
                 let before = counts.snapshot().gets;
                 let read = file.get_ranges(&ranges).await.unwrap();
                 assert_eq!(counts.snapshot().gets - before, reads, "{apart} bytes apart, gap {gap}");
-                for (range, bytes) in ranges.iter().zip(&read) {
-                    assert_eq!(bytes[..], content[range.start as usize..range.end as usize]);
-                }
+                testing::assert_exact(&ranges, &read, &content);
             }
         }
     }

@@ -379,10 +379,11 @@ impl Drop for ScanReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::object::testing;
     use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 
     fn reader(path: &std::path::Path) -> ScanReader {
-        let (object, _) = crate::storage::object::testing::local_file(path);
+        let (object, _) = testing::local_file(path);
         reader_of(object)
     }
 
@@ -408,9 +409,7 @@ mod tests {
     #[tokio::test]
     async fn ranges_in_any_order_overlapping_or_far_apart_read_exactly_their_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &content).unwrap();
+        let (path, content) = testing::patterned_file(dir.path(), "f", 200_000);
         let mut reader = reader(&path);
         let ranges = vec![
             150_000..150_010,
@@ -422,10 +421,7 @@ mod tests {
             100_000..100_001,
             199_999..200_000,
         ];
-        let read = reader.read_ranges(&ranges).await.unwrap();
-        for (range, bytes) in ranges.iter().zip(&read) {
-            assert_eq!(&bytes[..], &content[range.start as usize..range.end as usize], "{range:?}");
-        }
+        testing::assert_exact(&ranges, &reader.read_ranges(&ranges).await.unwrap(), &content);
         // Two reads: 0..100, and 100_000..200_000 (which holds the other four).
         assert_eq!(reader.metrics.bytes_scanned.value(), 100 + 100_000, "merged reads");
         let error = reader.read_ranges(&[10..20, 199_990..200_001]).await.unwrap_err().to_string();
