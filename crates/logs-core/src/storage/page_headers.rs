@@ -356,6 +356,7 @@ mod tests {
     use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
     use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
     use std::fs::File;
+    use std::path::Path;
 
     use super::*;
     use crate::storage::object::testing::{local_file, stored_file};
@@ -387,27 +388,14 @@ mod tests {
         }
         writer.close().unwrap();
 
-        let file = File::open(&path).unwrap();
-        let written = ParquetMetaDataReader::new()
-            .with_page_index_policy(PageIndexPolicy::Required)
-            .parse_and_finish(&file)
-            .unwrap();
-        let bare = ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
-        assert!(bare.offset_index().is_none());
+        let (written, bare) = read_footer(&path);
         // Read from a local file and from an object store: the same index; over the store far
         // fewer requests than pages (the read window holds several headers), from the local
         // file a read of at most 4 KiB per header.
         for (file, counts) in [local_file(&path), stored_file(&path).await] {
             let rebuilt = with_rebuilt_offset_index(&file, &bare).await.expect("an index is rebuilt");
-            let (expected, got) = (written.offset_index().unwrap(), rebuilt.offset_index().unwrap());
-            assert_eq!(got.len(), 3, "row groups");
-            let mut pages = 0;
-            for (expected, got) in expected.iter().zip(got) {
-                for (expected, got) in expected.iter().zip(got) {
-                    assert_eq!(expected.page_locations(), got.page_locations());
-                    pages += got.page_locations().len();
-                }
-            }
+            assert_eq!(rebuilt.num_row_groups(), 3);
+            let pages = assert_same_pages(&written, &rebuilt);
             assert!(pages >= 60, "{pages} pages: the test needs several pages per chunk");
             let (gets, bytes) = (counts.snapshot().gets as usize, counts.snapshot().bytes);
             if file.is_remote() {
@@ -417,6 +405,166 @@ mod tests {
             }
             // A file that has an index keeps it.
             assert!(with_rebuilt_offset_index(&file, &written).await.is_none());
+        }
+    }
+
+    /// The footer of the file at `path` with its page index, and without.
+    fn read_footer(path: &Path) -> (ParquetMetaData, ParquetMetaData) {
+        let file = File::open(path).unwrap();
+        let written = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Required)
+            .parse_and_finish(&file)
+            .unwrap();
+        let bare = ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
+        assert!(bare.offset_index().is_none());
+        (written, bare)
+    }
+
+    /// Asserts that `rebuilt` locates every page where `written`'s offset index does, and
+    /// returns how many pages there are.
+    fn assert_same_pages(written: &ParquetMetaData, rebuilt: &ParquetMetaData) -> usize {
+        let (expected, got) = (written.offset_index().unwrap(), rebuilt.offset_index().unwrap());
+        assert_eq!(expected.len(), got.len(), "row groups");
+        let mut pages = 0;
+        for (expected, got) in expected.iter().zip(got) {
+            assert_eq!(expected.len(), got.len(), "column chunks");
+            for (expected, got) in expected.iter().zip(got) {
+                assert_eq!(expected.page_locations(), got.page_locations());
+                pages += got.page_locations().len();
+            }
+        }
+        pages
+    }
+
+    /// Writes `values` as one text column, `rows_per_page` to a page, with the page's minimum
+    /// and maximum, untruncated, in every page header, so that a header is about twice a value
+    /// long. (pyarrow writes statistics into page headers too, leaving out values longer than
+    /// 4 KiB by default; a writer without that bound writes any length.)
+    fn write_long_header_file(path: &Path, values: &[String], rows_per_page: usize) {
+        let column: ArrayRef = Arc::new(StringArray::from_iter_values(values));
+        let batch = RecordBatch::try_from_iter([("text", column)]).unwrap();
+        let properties = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_write_page_header_statistics(true)
+            .set_statistics_truncate_length(None)
+            .set_column_index_truncate_length(None)
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_data_page_row_count_limit(rows_per_page)
+            .set_write_batch_size(rows_per_page)
+            .build();
+        let mut writer =
+            ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+
+    /// The length of the first page header of the file's first column chunk.
+    fn first_header_length(path: &Path, meta: &ParquetMetaData) -> u64 {
+        let (start, _) = meta.row_group(0).column(0).byte_range();
+        let bytes = std::fs::read(path).unwrap();
+        parse_page_header(&bytes[start as usize..]).unwrap().length
+    }
+
+    /// The header of `a_truncated_header_asks_for_more_and_garbage_is_refused`, with a field
+    /// of every Thrift type after it, as a later version of the format could add: each is
+    /// skipped, and the header ends after the last.
+    #[test]
+    fn fields_of_every_type_that_are_not_needed_are_skipped() {
+        let mut header = vec![0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x15, 0x10, 0x00];
+        header.extend_from_slice(&[
+            0x47, 1, 2, 3, 4, 5, 6, 7, 8, // 9: double
+            0x19, 0x35, 0x02, 0x04, 0x06, // 10: list of three i32
+            0x19, 0x21, 0x01, 0x02, // 11: list of two booleans, a byte each
+            0x1a, 0xf8, 0x10, // 12: set of 16 binaries (the size after the header)...
+        ]);
+        for i in 0..16 {
+            header.extend_from_slice(&[0x01, b'a' + i]); // ...each one byte long
+        }
+        header.extend_from_slice(&[
+            0x1b, 0x02, 0x86, 0x01, b'k', 0x02, 0x01, b'l', 0x80, 0x01, // 13: map binary → i64
+            0x1b, 0x00, // 14: empty map
+            0x13, 0xff, // 15: byte
+            0x14, 0x81, 0x01, // 16: i16
+            0x16, 0x80, 0x80, 0x01, // 17: i64
+            0x11, // 18: boolean true
+            0x0c, 0xc8, 0x01, // 100 (its id written out): a struct holding
+            0x1c, 0x15, 0x02, 0x00, // 1: a struct holding 1: i32
+            0x00, // end of field 100
+            0x00, // end of the page header
+        ]);
+        let expected = PageHeader {
+            length: header.len() as u64,
+            compressed_size: 50,
+            data_page_rows: Some(7),
+            data_page_encoding: Some(8),
+        };
+        assert_eq!(parse_page_header(&header), Ok(expected));
+        // Cut anywhere, it is incomplete, never wrong.
+        for cut in 0..header.len() {
+            assert_eq!(parse_page_header(&header[..cut]), Err(Malformed::Truncated), "cut at {cut}");
+        }
+        // A page type written as a binary is skipped, and without it the header is invalid.
+        assert_eq!(parse_page_header(&[0x18, 0x01, 0x00, 0x25, 0x64, 0x00]), Err(Malformed::Invalid));
+        // A varint of more than ten bytes is refused, not read on.
+        let mut long = vec![0x15];
+        long.extend_from_slice(&[0xff; 10]);
+        assert_eq!(parse_page_header(&long), Err(Malformed::Invalid));
+        assert_eq!(parse_page_header(&long[..10]), Err(Malformed::Truncated));
+    }
+
+    /// Structs nested up to [`MAX_DEPTH`] below the header are skipped; deeper is refused.
+    #[test]
+    fn nesting_deeper_than_the_bound_is_refused() {
+        let nested = |levels: usize| {
+            // The dictionary page header of `EMPTY_DICTIONARY_PAGE_HEADER`, then field 9 (a
+            // struct) holding field 1 (a struct) holding … `levels` structs in all.
+            let mut header = EMPTY_DICTIONARY_PAGE_HEADER[..EMPTY_DICTIONARY_PAGE_HEADER.len() - 1].to_vec();
+            header.push(0x2c);
+            header.extend(std::iter::repeat_n(0x1c, levels - 1));
+            header.extend(std::iter::repeat_n(0x00, levels + 1));
+            parse_page_header(&header)
+        };
+        assert_eq!(nested(1).map(|h| h.data_page_rows), Ok(None));
+        assert_eq!(nested(MAX_DEPTH + 1).map(|h| h.compressed_size), Ok(0));
+        assert_eq!(nested(MAX_DEPTH + 2), Err(Malformed::Invalid));
+    }
+
+    /// A header longer than the read window (long values in its statistics) is read again,
+    /// longer, from where it starts, and its pages are found as with short headers.
+    #[tokio::test]
+    async fn a_header_longer_than_the_read_window_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        // 40-100 KB values: headers longer than both windows, shorter than MAX_HEADER.
+        let values: Vec<String> =
+            (0..24).map(|i| format!("{i:02}{}", "y".repeat(40_000 + i * 2_500))).collect();
+        write_long_header_file(&path, &values, 3);
+        let (written, bare) = read_footer(&path);
+        let header = first_header_length(&path, &written);
+        assert!(header > WINDOW && header < MAX_HEADER, "a header of {header} bytes");
+        for (file, counts) in [local_file(&path), stored_file(&path).await] {
+            let rebuilt = with_rebuilt_offset_index(&file, &bare).await.expect("an index is rebuilt");
+            let pages = assert_same_pages(&written, &rebuilt);
+            assert_eq!(pages, 8);
+            // A window that ends inside a header is followed by one 16 times longer (up to
+            // MAX_HEADER), not by one more window: at most two reads per page.
+            let gets = counts.snapshot().gets;
+            assert!(gets <= 2 * pages as u64, "{gets} reads for {pages} pages");
+        }
+    }
+
+    /// A header longer than [`MAX_HEADER`] is not read: the file keeps its footer without an
+    /// index, and is read as it was written.
+    #[tokio::test]
+    async fn a_header_longer_than_the_bound_gives_no_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let values: Vec<String> = (0..2).map(|i| format!("{i}{}", "z".repeat(600_000))).collect();
+        write_long_header_file(&path, &values, 2);
+        let (written, bare) = read_footer(&path);
+        assert!(first_header_length(&path, &written) > MAX_HEADER);
+        for (file, _) in [local_file(&path), stored_file(&path).await] {
+            assert!(with_rebuilt_offset_index(&file, &bare).await.is_none());
         }
     }
 
