@@ -616,6 +616,13 @@ mod tests {
         assert_eq!(parsed, expected);
         assert_eq!(dictionary_encoded(&header), Some(true));
         assert_eq!(dictionary_encoded(&EMPTY_DICTIONARY_PAGE_HEADER), None, "not a data page");
+        // A data page of no rows is read as such (the chunk's rows must still add up); one of
+        // fewer than none is refused.
+        let mut rows = header;
+        for (num_values, expected) in [(0x00, Ok(Some(0))), (0x01, Err(Malformed::Invalid))] {
+            rows[9] = num_values;
+            assert_eq!(parse_page_header(&rows).map(|h| h.data_page_rows), expected, "{num_values}");
+        }
         // Without its encoding, a data page header is refused.
         assert_eq!(
             parse_page_header(&[0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x00, 0x00]),
