@@ -512,6 +512,38 @@ mod tests {
         assert_eq!(parse_page_header(&long[..10]), Err(Malformed::Truncated));
     }
 
+    /// Integers come back as the compact protocol writes them: zigzag, then a varint.
+    #[test]
+    fn zigzag_varints_decode_to_what_was_written() {
+        for value in [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            63,
+            -64,
+            64,
+            300,
+            -300,
+            i64::from(i32::MAX),
+            i64::from(i32::MIN),
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+            let mut bytes = Vec::new();
+            while zigzag >= 0x80 {
+                bytes.push(zigzag as u8 | 0x80);
+                zigzag >>= 7;
+            }
+            bytes.push(zigzag as u8);
+            let mut reader = Compact { bytes: &bytes, at: 0 };
+            assert_eq!(reader.zigzag(), Ok(value));
+            assert_eq!(reader.at, bytes.len(), "{value}");
+        }
+    }
+
     /// Structs nested up to [`MAX_DEPTH`] below the header are skipped; deeper is refused.
     #[test]
     fn nesting_deeper_than_the_bound_is_refused() {
