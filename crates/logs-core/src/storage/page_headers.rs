@@ -505,6 +505,9 @@ mod tests {
         }
         // A page type written as a binary is skipped, and without it the header is invalid.
         assert_eq!(parse_page_header(&[0x18, 0x01, 0x00, 0x25, 0x64, 0x00]), Err(Malformed::Invalid));
+        // So is a data page header whose num_values is an i64: the reader wants an i32.
+        let i64_rows = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x16, 0x0e, 0x15, 0x10, 0x00, 0x00];
+        assert_eq!(parse_page_header(&i64_rows), Err(Malformed::Invalid));
         // A varint of more than ten bytes is refused, not read on.
         let mut long = vec![0x15];
         long.extend_from_slice(&[0xff; 10]);
