@@ -515,6 +515,30 @@ mod tests {
         assert_eq!(parse_page_header(&long[..10]), Err(Malformed::Truncated));
     }
 
+    /// A skipped collection ends exactly where its last element does: booleans take a byte
+    /// each, other integers a varint of any length; nested lists and maps count toward the
+    /// depth bound as structs do.
+    #[test]
+    fn skipped_collections_end_where_their_elements_do() {
+        let skip = |kind: u8, bytes: &[u8]| {
+            let mut reader = Compact { bytes, at: 0 };
+            reader.skip(kind, 0).map(|()| reader.at)
+        };
+        for list in [&[0x21, 0x01, 0x02][..], &[0x22, 0x02, 0x01], &[0x25, 0x80, 0x01, 0x02], &[0x05]] {
+            assert_eq!(skip(T_LIST, list), Ok(list.len()), "{list:02x?}");
+        }
+        // Lists of lists, maps whose values are maps, and maps whose keys are maps (each map
+        // of one entry, the other half an i32 0), `levels` deep.
+        let lists: fn(usize) -> Vec<u8> = |levels| [vec![0x19u8; levels - 1], vec![0x09]].concat();
+        let by_value = |levels: usize| [[0x01u8, 0x5b, 0x00].repeat(levels - 1), vec![0x00]].concat();
+        let by_key = |levels: usize| [[0x01u8, 0xb5].repeat(levels - 1), vec![0x00; levels]].concat();
+        for (kind, nested) in [(T_LIST, lists), (T_MAP, by_value), (T_MAP, by_key)] {
+            let deepest = nested(MAX_DEPTH + 1);
+            assert_eq!(skip(kind, &deepest), Ok(deepest.len()), "{deepest:02x?}");
+            assert_eq!(skip(kind, &nested(MAX_DEPTH + 2)), Err(Malformed::Invalid));
+        }
+    }
+
     /// Integers come back as the compact protocol writes them: zigzag, then a varint.
     #[test]
     fn zigzag_varints_decode_to_what_was_written() {
