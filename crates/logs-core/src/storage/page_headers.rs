@@ -612,8 +612,8 @@ mod tests {
         }
     }
 
-    /// A header longer than [`MAX_HEADER`] is not read: the file keeps its footer without an
-    /// index, and is read as it was written.
+    /// A header longer than [`MAX_HEADER`] is not read on: the file gets no index, and is read
+    /// without one, as it was written.
     #[tokio::test]
     async fn a_header_longer_than_the_bound_gives_no_index() {
         let dir = tempfile::tempdir().unwrap();
