@@ -465,12 +465,17 @@ mod tests {
         parse_page_header(&bytes[start as usize..]).unwrap().length
     }
 
-    /// The header of `a_truncated_header_asks_for_more_and_garbage_is_refused`, with a field
-    /// of every Thrift type after it, as a later version of the format could add: each is
-    /// skipped, and the header ends after the last.
+    /// A data page header: type = DATA_PAGE (0), uncompressed 100, compressed 50,
+    /// data_page_header { num_values 7 (at index 8 its field header, 9 its value), encoding
+    /// RLE_DICTIONARY (8) }.
+    const DATA_PAGE_HEADER: [u8; 14] =
+        [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x15, 0x10, 0x00, 0x00];
+
+    /// [`DATA_PAGE_HEADER`] with a field of every Thrift type after its own, as a later version
+    /// of the format could add: each is skipped, and the header ends after the last.
     #[test]
     fn fields_of_every_type_that_are_not_needed_are_skipped() {
-        let mut header = vec![0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x15, 0x10, 0x00];
+        let mut header = DATA_PAGE_HEADER[..DATA_PAGE_HEADER.len() - 1].to_vec();
         header.extend_from_slice(&[
             0x47, 1, 2, 3, 4, 5, 6, 7, 8, // 9: double
             0x19, 0x35, 0x02, 0x04, 0x06, // 10: list of three i32
@@ -506,7 +511,8 @@ mod tests {
         // A page type written as a binary is skipped, and without it the header is invalid.
         assert_eq!(parse_page_header(&[0x18, 0x01, 0x00, 0x25, 0x64, 0x00]), Err(Malformed::Invalid));
         // So is a data page header whose num_values is an i64: the reader wants an i32.
-        let i64_rows = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x16, 0x0e, 0x15, 0x10, 0x00, 0x00];
+        let mut i64_rows = DATA_PAGE_HEADER;
+        i64_rows[8] = 0x16;
         assert_eq!(parse_page_header(&i64_rows), Err(Malformed::Invalid));
         // A varint of more than ten bytes is refused, not read on.
         let mut long = vec![0x15];
@@ -662,9 +668,7 @@ mod tests {
 
     #[test]
     fn a_truncated_header_asks_for_more_and_garbage_is_refused() {
-        // type = DATA_PAGE (0), uncompressed 100, compressed 50,
-        // data_page_header { num_values 7, encoding RLE_DICTIONARY (8) }.
-        let header = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x64, 0x2c, 0x15, 0x0e, 0x15, 0x10, 0x00, 0x00];
+        let header = DATA_PAGE_HEADER;
         let parsed = parse_page_header(&header).unwrap();
         let expected = PageHeader {
             length: 14,
