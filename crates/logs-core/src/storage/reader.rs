@@ -428,6 +428,47 @@ mod tests {
         assert!(error.contains("outside the object's 200000 bytes"), "{error}");
     }
 
+    /// Every read counts the bytes it fetched, once: in the file's `bytes_scanned` and in the
+    /// export's progress. The end of a reader that read pages counts the rest of the file as
+    /// passed over, once per file; a reader that read only a footer or bloom filters does not.
+    #[tokio::test]
+    async fn each_read_is_counted_once_and_a_finished_file_counts_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = testing::patterned_file(dir.path(), "f", 200_000);
+        let location = testing::local_file(&path).0.meta().location.clone();
+        let progress = Arc::new(ScanProgress::default());
+        let reader_of_export = |progress: &Arc<ScanProgress>| {
+            let mut reader = reader(&path);
+            reader.progress = Arc::clone(progress);
+            reader
+        };
+
+        let mut pages = reader_of_export(&progress);
+        pages.read_ranges(std::slice::from_ref(&(0..100))).await.unwrap();
+        pages.read_ranges(&[50_000..50_500, 150_000..150_100]).await.unwrap();
+        pages.read(190_000..190_050).await.unwrap();
+        assert_eq!(pages.metrics.bytes_scanned.value(), 750);
+        assert_eq!(progress.covered(), 750);
+        let efficiency = pages.metrics.scan_efficiency_ratio.clone();
+        drop(pages);
+        assert_eq!((efficiency.part(), efficiency.total()), (750, 200_000));
+        assert_eq!(progress.covered(), 200_000, "the file is covered once its reader is done");
+
+        // Another reader of the same file adds what it reads, not the file again.
+        let mut again = reader_of_export(&progress);
+        again.read_ranges(std::slice::from_ref(&(0..10))).await.unwrap();
+        drop(again);
+        assert_eq!(progress.covered(), 200_010);
+        assert!(progress.finished.lock().unwrap().contains(&location));
+
+        // A reader that read no pages does not finish its file.
+        let progress = Arc::new(ScanProgress::default());
+        let mut footer = reader_of_export(&progress);
+        footer.read(199_000..200_000).await.unwrap();
+        drop(footer);
+        assert_eq!(progress.covered(), 1000);
+    }
+
     #[tokio::test]
     async fn a_file_that_changed_after_selection_is_refused_naming_it() {
         let dir = tempfile::tempdir().unwrap();
