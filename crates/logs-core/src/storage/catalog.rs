@@ -577,6 +577,12 @@ fn range_overlap(meta: &ParquetMetaData, column: &str, range: TimeRange) -> Rang
 
 #[cfg(test)]
 mod tests {
+    use datafusion::arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt64Array};
+    use datafusion::arrow::datatypes::{Field as ArrowField, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+    use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
+
     use super::*;
 
     #[test]
@@ -600,6 +606,98 @@ mod tests {
         assert!(!is_data_file(".part-0.parquet"));
         assert!(!is_data_file("_tmp.parquet"));
         assert!(!is_data_file("part-0.PARQUET.crc"));
+    }
+
+    /// The footer of a file of one column `t`, a row group for each array of `row_groups`.
+    fn footer(row_groups: &[ArrayRef], statistics: EnabledStatistics) -> ParquetMetaData {
+        let schema =
+            Arc::new(Schema::new(vec![ArrowField::new("t", row_groups[0].data_type().clone(), true)]));
+        let properties = WriterProperties::builder().set_statistics_enabled(statistics).build();
+        let mut out = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut out, Arc::clone(&schema), Some(properties)).unwrap();
+        for array in row_groups {
+            writer
+                .write(&RecordBatch::try_new(Arc::clone(&schema), vec![Arc::clone(array)]).unwrap())
+                .unwrap();
+            writer.flush().unwrap();
+        }
+        writer.close().unwrap();
+        let footer = ParquetMetaDataReader::new().parse_and_finish(&bytes::Bytes::from(out)).unwrap();
+        assert_eq!(footer.num_row_groups(), row_groups.len());
+        footer
+    }
+
+    fn int64(values: &[Option<i64>]) -> ArrayRef {
+        Arc::new(Int64Array::from(values.to_vec()))
+    }
+
+    /// Pruning by footer statistics: a file is passed over only when every row group proves that
+    /// no row is in the range, and its rows skip the row-by-row range test only when every row
+    /// group proves that all are in it. Bounds are inclusive; a null is never in the range.
+    #[test]
+    fn footer_statistics_place_a_file_against_the_range_only_when_they_prove_it() {
+        use RangeOverlap::{All, None as Outside, Some as Partly};
+        let range = TimeRange { since: 100, until: 200 };
+        let overlap = |row_groups: &[&[Option<i64>]]| {
+            let arrays: Vec<ArrayRef> = row_groups.iter().map(|values| int64(values)).collect();
+            range_overlap(&footer(&arrays, EnabledStatistics::Chunk), "t", range)
+        };
+        let cases: [(&[&[Option<i64>]], RangeOverlap); 14] = [
+            (&[&[Some(100), Some(200)]], All),
+            (&[&[Some(150)], &[Some(100)], &[Some(200)]], All),
+            (&[&[Some(99), Some(150)]], Partly),
+            (&[&[Some(150), Some(201)]], Partly),
+            (&[&[Some(50), Some(100)]], Partly),
+            (&[&[Some(200), Some(250)]], Partly),
+            (&[&[Some(0), Some(99)]], Outside),
+            (&[&[Some(201), Some(300)]], Outside),
+            (&[&[Some(0), Some(99)], &[Some(201)]], Outside),
+            (&[&[Some(100), Some(200)], &[Some(300), Some(400)]], Partly),
+            (&[&[Some(0), Some(50)], &[Some(150)], &[Some(300)]], Partly),
+            (&[&[Some(150), None]], Partly),
+            (&[&[Some(150)], &[None, None]], Partly),
+            (&[&[None, None], &[None]], Outside),
+        ];
+        for (row_groups, expected) in cases {
+            assert_eq!(overlap(row_groups), expected, "{row_groups:?}");
+        }
+
+        // 32-bit signed timestamps are compared as well.
+        let int32 =
+            |values: Vec<i32>| footer(&[Arc::new(Int32Array::from(values))], EnabledStatistics::Chunk);
+        assert_eq!(range_overlap(&int32(vec![100, 200]), "t", range), All);
+        assert_eq!(range_overlap(&int32(vec![201, 300]), "t", range), Outside);
+        // Unsigned statistics are stored as signed: they prove nothing here.
+        let unsigned = footer(&[Arc::new(UInt32Array::from(vec![150]))], EnabledStatistics::Chunk);
+        assert_eq!(range_overlap(&unsigned, "t", range), Partly);
+        let unsigned = footer(&[Arc::new(UInt64Array::from(vec![u64::MAX]))], EnabledStatistics::Chunk);
+        assert_eq!(range_overlap(&unsigned, "t", range), Partly);
+        // Without statistics nothing is proved; without the column every row is null there.
+        let unknown = footer(&[int64(&[Some(0)])], EnabledStatistics::None);
+        assert_eq!(range_overlap(&unknown, "t", range), Partly);
+        let known = footer(&[int64(&[Some(0)])], EnabledStatistics::Chunk);
+        assert_eq!(range_overlap(&known, "other", range), Outside);
+    }
+
+    /// A signed column stands for an unsigned field only when every row group's minimum is at
+    /// least 0 or the row group holds only nulls.
+    #[test]
+    fn a_signed_column_is_non_negative_only_when_every_row_group_shows_it() {
+        let non_negative = |row_groups: &[&[Option<i64>]]| {
+            let arrays: Vec<ArrayRef> = row_groups.iter().map(|values| int64(values)).collect();
+            signed_column_is_non_negative(&footer(&arrays, EnabledStatistics::Chunk), "t")
+        };
+        assert!(non_negative(&[&[Some(0), Some(5)]]));
+        assert!(non_negative(&[&[Some(3), None], &[None, None]]));
+        assert!(!non_negative(&[&[Some(-1), Some(5)]]));
+        assert!(!non_negative(&[&[Some(0)], &[Some(i64::MIN)]]));
+        let int32 =
+            |values: Vec<i32>| footer(&[Arc::new(Int32Array::from(values))], EnabledStatistics::Chunk);
+        assert!(signed_column_is_non_negative(&int32(vec![0, 1]), "t"));
+        assert!(!signed_column_is_non_negative(&int32(vec![-1, 1]), "t"));
+        let unknown = footer(&[int64(&[Some(1)])], EnabledStatistics::None);
+        assert!(!signed_column_is_non_negative(&unknown, "t"), "no statistics prove nothing");
+        assert!(signed_column_is_non_negative(&unknown, "other"), "an absent column holds no value");
     }
 
     #[test]
