@@ -653,6 +653,7 @@ mod read_ahead_tests {
     use futures::TryStreamExt;
 
     use super::*;
+    use crate::storage::object::Prefetched;
     use crate::storage::read_ahead::tests::{ROW_GROUP, file};
 
     /// Reads rows with 250 <= id < 262 of each row group of the read-ahead test file from an
@@ -695,6 +696,41 @@ mod read_ahead_tests {
             .unwrap();
         let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
         (batches, counts.snapshot().gets - before, read_ahead.value())
+    }
+
+    /// Only a read that makes a request brings pages ahead: a first step served from bytes in
+    /// memory (the end of the file the footer was read with) fetches nothing, since the rows it
+    /// holds may all be rejected. The next step, which makes a request, reads ahead.
+    #[tokio::test]
+    async fn a_step_served_from_memory_reads_nothing_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        let footer = file(&path);
+        let page = |column: usize| {
+            let location = &footer.offset_index().unwrap()[1][column].page_locations()[2];
+            location.offset as u64..(location.offset + i64::from(location.compressed_page_size)) as u64
+        };
+        let (id, name) = (page(0), page(1));
+        let content = std::fs::read(&path).unwrap();
+        let held = footer.row_group(1).column(0).byte_range();
+        let held = held.0..held.0 + held.1;
+        let in_memory = Prefetched::new(
+            held.start,
+            Bytes::copy_from_slice(&content[held.start as usize..held.end as usize]),
+        );
+        let (object, counts) = crate::storage::object::testing::stored_file(&path).await;
+        let mut reader = super::tests::reader_of(object.with_prefetched(in_memory));
+        reader.footer = Some(Arc::clone(&footer));
+        reader.columns = Some(Arc::new(["id", "name", "text"].map(String::from).into()));
+        let read_ahead = reader.pages_read_ahead.clone();
+
+        let got = reader.read_ranges(std::slice::from_ref(&id)).await.unwrap();
+        assert_eq!(got[0], content[id.start as usize..id.end as usize]);
+        assert_eq!((counts.snapshot().gets, read_ahead.value()), (0, 0), "served from memory");
+
+        let got = reader.read_ranges(std::slice::from_ref(&name)).await.unwrap();
+        assert_eq!(got[0], content[name.start as usize..name.end as usize]);
+        assert_eq!((counts.snapshot().gets, read_ahead.value()), (1, 1), "`text` read ahead with `name`");
     }
 
     #[tokio::test]
