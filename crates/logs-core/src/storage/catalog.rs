@@ -580,8 +580,11 @@ mod tests {
     use datafusion::arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt64Array};
     use datafusion::arrow::datatypes::{Field as ArrowField, Schema};
     use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::data_type::Int32Type;
     use datafusion::parquet::file::metadata::ParquetMetaDataReader;
     use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
+    use datafusion::parquet::file::writer::SerializedFileWriter;
+    use datafusion::parquet::schema::parser::parse_message_type;
 
     use super::*;
 
@@ -672,6 +675,21 @@ mod tests {
         assert_eq!(range_overlap(&unsigned, "t", range), Partly);
         let unsigned = footer(&[Arc::new(UInt64Array::from(vec![u64::MAX]))], EnabledStatistics::Chunk);
         assert_eq!(range_overlap(&unsigned, "t", range), Partly);
+        // Older writers mark an unsigned column with its converted type only.
+        let converted_only = {
+            let schema = Arc::new(parse_message_type("message m { required int32 t (UINT_32); }").unwrap());
+            let mut out = Vec::new();
+            let mut writer = SerializedFileWriter::new(&mut out, schema, Arc::default()).unwrap();
+            let mut row_group = writer.next_row_group().unwrap();
+            let mut column = row_group.next_column().unwrap().unwrap();
+            column.typed::<Int32Type>().write_batch(&[150], None, None).unwrap();
+            column.close().unwrap();
+            row_group.close().unwrap();
+            writer.close().unwrap();
+            ParquetMetaDataReader::new().parse_and_finish(&bytes::Bytes::from(out)).unwrap()
+        };
+        assert_eq!(converted_only.file_metadata().schema_descr().column(0).logical_type_ref(), None);
+        assert_eq!(range_overlap(&converted_only, "t", range), Partly);
         // Without statistics nothing is proved; without the column every row is null there.
         let unknown = footer(&[int64(&[Some(0)])], EnabledStatistics::None);
         assert_eq!(range_overlap(&unknown, "t", range), Partly);
@@ -695,6 +713,8 @@ mod tests {
             |values: Vec<i32>| footer(&[Arc::new(Int32Array::from(values))], EnabledStatistics::Chunk);
         assert!(signed_column_is_non_negative(&int32(vec![0, 1]), "t"));
         assert!(!signed_column_is_non_negative(&int32(vec![-1, 1]), "t"));
+        let int32_nulls = footer(&[Arc::new(Int32Array::from(vec![None, None]))], EnabledStatistics::Chunk);
+        assert!(signed_column_is_non_negative(&int32_nulls, "t"));
         let unknown = footer(&[int64(&[Some(1)])], EnabledStatistics::None);
         assert!(!signed_column_is_non_negative(&unknown, "t"), "no statistics prove nothing");
         assert!(signed_column_is_non_negative(&unknown, "other"), "an absent column holds no value");
