@@ -630,6 +630,24 @@ mod tests {
         footer
     }
 
+    /// `footer` with the statistics of every column chunk replaced by `statistics`.
+    fn with_statistics(footer: ParquetMetaData, statistics: Statistics) -> ParquetMetaData {
+        let mut builder = footer.into_builder();
+        let row_groups = builder
+            .take_row_groups()
+            .into_iter()
+            .map(|row_group| {
+                let columns = row_group
+                    .columns()
+                    .iter()
+                    .map(|c| c.clone().into_builder().set_statistics(statistics.clone()).build().unwrap())
+                    .collect();
+                row_group.into_builder().set_column_metadata(columns).build().unwrap()
+            })
+            .collect();
+        builder.set_row_groups(row_groups).build()
+    }
+
     fn int64(values: &[Option<i64>]) -> ArrayRef {
         Arc::new(Int64Array::from(values.to_vec()))
     }
@@ -690,6 +708,14 @@ mod tests {
         };
         assert_eq!(converted_only.file_metadata().schema_descr().column(0).logical_type_ref(), None);
         assert_eq!(range_overlap(&converted_only, "t", range), Partly);
+        // Statistics with a null count but no minimum and maximum prove nothing, unless every
+        // row is null.
+        let rows_and_nulls = |nulls| {
+            let written = footer(&[int64(&[Some(150), None])], EnabledStatistics::Chunk);
+            with_statistics(written, Statistics::int64(None, None, None, Some(nulls), false))
+        };
+        assert_eq!(range_overlap(&rows_and_nulls(1), "t", range), Partly);
+        assert_eq!(range_overlap(&rows_and_nulls(2), "t", range), Outside);
         // Without statistics nothing is proved; without the column every row is null there.
         let unknown = footer(&[int64(&[Some(0)])], EnabledStatistics::None);
         assert_eq!(range_overlap(&unknown, "t", range), Partly);
