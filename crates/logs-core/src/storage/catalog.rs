@@ -652,6 +652,10 @@ mod tests {
         Arc::new(Int64Array::from(values.to_vec()))
     }
 
+    fn int32(values: &[Option<i32>]) -> ParquetMetaData {
+        footer(&[Arc::new(Int32Array::from(values.to_vec()))], EnabledStatistics::Chunk)
+    }
+
     /// Pruning by footer statistics: a file is passed over only when every row group proves that
     /// no row is in the range, and its rows skip the row-by-row range test only when every row
     /// group proves that all are in it. Bounds are inclusive; a null is never in the range.
@@ -684,10 +688,8 @@ mod tests {
         }
 
         // 32-bit signed timestamps are compared as well.
-        let int32 =
-            |values: Vec<i32>| footer(&[Arc::new(Int32Array::from(values))], EnabledStatistics::Chunk);
-        assert_eq!(range_overlap(&int32(vec![100, 200]), "t", range), All);
-        assert_eq!(range_overlap(&int32(vec![201, 300]), "t", range), Outside);
+        assert_eq!(range_overlap(&int32(&[Some(100), Some(200)]), "t", range), All);
+        assert_eq!(range_overlap(&int32(&[Some(201), Some(300)]), "t", range), Outside);
         // Unsigned statistics are stored as signed: they prove nothing here.
         let unsigned = footer(&[Arc::new(UInt32Array::from(vec![150]))], EnabledStatistics::Chunk);
         assert_eq!(range_overlap(&unsigned, "t", range), Partly);
@@ -735,12 +737,9 @@ mod tests {
         assert!(non_negative(&[&[Some(3), None], &[None, None]]));
         assert!(!non_negative(&[&[Some(-1), Some(5)]]));
         assert!(!non_negative(&[&[Some(0)], &[Some(i64::MIN)]]));
-        let int32 =
-            |values: Vec<i32>| footer(&[Arc::new(Int32Array::from(values))], EnabledStatistics::Chunk);
-        assert!(signed_column_is_non_negative(&int32(vec![0, 1]), "t"));
-        assert!(!signed_column_is_non_negative(&int32(vec![-1, 1]), "t"));
-        let int32_nulls = footer(&[Arc::new(Int32Array::from(vec![None, None]))], EnabledStatistics::Chunk);
-        assert!(signed_column_is_non_negative(&int32_nulls, "t"));
+        assert!(signed_column_is_non_negative(&int32(&[Some(0), Some(1)]), "t"));
+        assert!(!signed_column_is_non_negative(&int32(&[Some(-1), Some(1)]), "t"));
+        assert!(signed_column_is_non_negative(&int32(&[None, None]), "t"));
         let unknown = footer(&[int64(&[Some(1)])], EnabledStatistics::None);
         assert!(!signed_column_is_non_negative(&unknown, "t"), "no statistics prove nothing");
         assert!(signed_column_is_non_negative(&unknown, "other"), "an absent column holds no value");
