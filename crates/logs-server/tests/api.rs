@@ -389,6 +389,8 @@ async fn metrics_count_requests_and_exports_without_tokens() {
     get(&app, EXPORT_CSV, Some(READER)).await;
     get(&app, EXPORT_CSV, Some("tok-unknown-secret")).await;
     get(&app, &format!("{EXPORT_CSV}&access_token={READER}"), None).await;
+    get(&app, EXPORT_CSV, None).await;
+    call(&app, Method::GET, EXPORT_CSV, &[("authorization", "Basic dXNlcjpwYXNz")]).await;
     let admin = logs_server::admin_app(state.clone());
     let (status, headers, body) = get(&admin, "/metrics", None).await;
     assert_eq!(status, StatusCode::OK);
@@ -399,11 +401,17 @@ async fn metrics_count_requests_and_exports_without_tokens() {
         "{text}"
     );
     assert!(
-        text.contains("logs_http_requests_total{route=\"/logs/v1/export/errors.csv\",status=\"401\"} 2"),
+        text.contains("logs_http_requests_total{route=\"/logs/v1/export/errors.csv\",status=\"401\"} 4"),
         "{text}"
     );
     assert!(text.contains("logs_exports_total{outcome=\"completed\"} 1"), "{text}");
-    assert!(text.contains("logs_auth_failures_total{reason=\"token_in_query\"} 1"), "{text}");
+    // One failure of each kind, each under its own reason.
+    for reason in ["invalid", "token_in_query", "missing", "malformed"] {
+        assert!(
+            text.contains(&format!("logs_auth_failures_total{{reason=\"{reason}\"}} 1")),
+            "{reason}: {text}"
+        );
+    }
     assert!(text.contains("logs_tokens_loaded 3"), "{text}");
     assert!(!text.contains("tok-") && !text.contains("reader"), "{text}");
     let (status, ..) = get(&admin, "/healthz", None).await;

@@ -116,7 +116,7 @@ async fn inactive_and_expired_tokens_are_401_and_cached_briefly() {
     let idp = provider().await;
     let mut config = config(idp.addr, "idp-secret");
     config.negative_ttl = Duration::from_secs(2);
-    let (app, _) = app_with(config, None).await;
+    let (app, state) = app_with(config, None).await;
     for _ in 0..3 {
         let (status, headers, body) = get(&app, EXPORT_CSV, Some("tok-idp-unknown")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -132,6 +132,11 @@ async fn inactive_and_expired_tokens_are_401_and_cached_briefly() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let v = error_body(status, &body, "invalid_token");
     assert!(v["message"].as_str().unwrap().contains("expired"), "{v}");
+
+    // The metrics tell an expired token from one the provider does not know.
+    let text = state.metrics_text();
+    assert!(text.contains("logs_auth_failures_total{reason=\"invalid\"} 4"), "{text}");
+    assert!(text.contains("logs_auth_failures_total{reason=\"expired\"} 1"), "{text}");
 }
 
 #[tokio::test]
@@ -163,7 +168,7 @@ async fn a_provider_that_is_down_slow_or_wrong_is_503_never_a_pass() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
     };
-    let (app, _) = app_with(config(closed, "idp-secret"), None).await;
+    let (app, state) = app_with(config(closed, "idp-secret"), None).await;
     for _ in 0..2 {
         let (status, headers, body) = get(&app, EXPORT_CSV, Some("tok-idp-active")).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -171,6 +176,9 @@ async fn a_provider_that_is_down_slow_or_wrong_is_503_never_a_pass() {
         let v = error_body(status, &body, "identity_provider_unavailable");
         assert!(!v.to_string().contains("127.0.0.1"), "{v}");
     }
+    let text = state.metrics_text();
+    assert!(text.contains("logs_auth_failures_total{reason=\"provider_unavailable\"} 2"), "{text}");
+    assert!(!text.contains("reason=\"invalid\""), "the provider being down is not the token's fault: {text}");
 
     let idp = provider().await;
     let slow = IntrospectionConfig { timeout: Duration::from_secs(1), ..config(idp.addr, "idp-secret") };
