@@ -323,6 +323,30 @@ mod tests {
     }
 
     #[test]
+    fn names_are_1_to_64_printable_characters() {
+        let file = |name: &str| format!("[[tokens]]\nname = \"{name}\"\ntoken = \"x\"\nscopes = []");
+        let longest = "n".repeat(64);
+        for name in [longest.as_str(), "  padded  ", "a"] {
+            let set = TokenSet::parse(&file(name)).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+            assert_eq!(set.lookup(&TokenHash::of("x")).unwrap().name, name.trim());
+        }
+        for name in ["", "   ", &"n".repeat(65), "bell\\u0007", "line\\nbreak", "\\u007f"] {
+            let message = TokenSet::parse(&file(name)).unwrap_err().to_string();
+            assert!(message.contains("1 to 64 printable characters"), "{name:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn scopes_are_single_words() {
+        let file = |scopes: &str| format!("[[tokens]]\nname = \"a\"\ntoken = \"x\"\nscopes = {scopes}");
+        assert!(TokenSet::parse(&file(r#"["service:read", "service:write"]"#)).is_ok());
+        for scopes in [r#"[""]"#, r#"["service:read service:write"]"#, r#"["service:read", "\tx"]"#] {
+            let message = TokenSet::parse(&file(scopes)).unwrap_err().to_string();
+            assert!(message.contains("a scope is empty or contains a space"), "{scopes}: {message}");
+        }
+    }
+
+    #[test]
     fn refuses_duplicates() {
         let twice = "[[tokens]]\nname = \"a\"\ntoken = \"x\"\nscopes = []\n\
                      [[tokens]]\nname = \"b\"\ntoken = \"x\"\nscopes = []";
