@@ -275,6 +275,28 @@ async fn long_targets_are_414_and_large_headers_431() {
 }
 
 #[tokio::test]
+async fn size_limits_allow_exactly_their_size() {
+    let settings = Settings { max_url_bytes: 512, max_header_bytes: 1024, ..Settings::default() };
+    let app = logs_server::app(state(small_dataset(), settings).await);
+    // A target of 512 bytes is let through (to authorization: 401), one of 513 is not.
+    let target = |len: usize| {
+        let path = "/management/v1/applications?pad=";
+        format!("{path}{}", "x".repeat(len - path.len()))
+    };
+    let (status, _, body) = get(&app, &target(512), None).await;
+    error_body(status, &body, "unauthorized");
+    let (status, _, body) = get(&app, &target(513), None).await;
+    error_body(status, &body, "uri_too_long");
+    // Headers count as `name: value\r\n`: `x-pad: ` and the line end are 9 bytes of 1024.
+    for (pad, expected) in [(1015, "unauthorized"), (1016, "headers_too_large")] {
+        let value = "p".repeat(pad);
+        let (status, _, body) =
+            call(&app, Method::GET, "/management/v1/applications", &[("x-pad", &value)]).await;
+        error_body(status, &body, expected);
+    }
+}
+
+#[tokio::test]
 async fn concurrency_limits_are_429_per_token_and_503_in_all() {
     let settings = Settings { max_exports: 2, max_exports_per_token: 1, ..Settings::default() };
     let state = state(small_dataset(), settings).await;
