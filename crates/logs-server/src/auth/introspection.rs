@@ -470,7 +470,9 @@ mod tests {
         assert_eq!(principal.name, "reporting");
         assert!(principal.has_scope("service:read") && principal.has_scope("other"));
         assert_eq!(principal.applications, Applications::Only([1001, 1002].into()));
+        // Cached until `exp` (60 s away, before the 5 minutes of `cache_ttl`), not longer or shorter.
         assert!(until <= Instant::now() + Duration::from_secs(61));
+        assert!(until >= Instant::now() + Duration::from_secs(58));
     }
 
     #[test]
@@ -517,6 +519,10 @@ mod tests {
         assert_eq!(cache.entries.len(), 2);
         assert!(cache.get(&TokenHash([2; 32]), now).is_none(), "the soonest to expire was evicted");
         assert!(cache.get(&TokenHash([1; 32]), now).is_some());
-        assert!(cache.get(&TokenHash([1; 32]), now + Duration::from_secs(31)).is_none());
+        assert!(cache.get(&TokenHash([1; 32]), now + Duration::from_secs(29)).is_some());
+        assert!(
+            cache.get(&TokenHash([1; 32]), now + Duration::from_secs(30)).is_none(),
+            "gone at its expiry"
+        );
     }
 }
