@@ -313,7 +313,7 @@ impl Introspector {
         if !active {
             return Ok(Verdict::Inactive(AuthProblem::Invalid));
         }
-        let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as f64;
+        let now_unix = now.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let mut ttl = self.config.cache_ttl;
         if let Some(exp) = answer.get("exp") {
             let exp = exp.as_f64().ok_or_else(|| "`exp` is not a number".to_owned())?;
@@ -473,6 +473,16 @@ mod tests {
         // Cached until `exp` (60 s away, before the 5 minutes of `cache_ttl`), not longer or shorter.
         assert!(until <= Instant::now() + Duration::from_secs(61));
         assert!(until >= Instant::now() + Duration::from_secs(58));
+    }
+
+    #[test]
+    fn an_answer_is_cached_to_the_instant_of_exp_not_to_the_next_second() {
+        let i = introspector(None);
+        // 0.9 s into second 1 000 000 000, a token that expires at the next second.
+        let now = UNIX_EPOCH + Duration::from_millis(1_000_000_000_900);
+        let answer = json!({"active": true, "exp": 1_000_000_001});
+        let Verdict::Active { until, .. } = i.read_answer(&answer, now).unwrap() else { panic!() };
+        assert!(until <= Instant::now() + Duration::from_millis(150), "{:?}", until - Instant::now());
     }
 
     #[test]
