@@ -154,6 +154,50 @@ async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restar
     assert!(plain == expected);
 }
 
+/// An export larger than the spool's upload parts (8 MiB) goes to the bucket in parts that S3
+/// takes (every part but the last at least 5 MiB, which moto checks as S3 does) and is served
+/// whole; a job that fails after its upload began aborts it, leaving no upload behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spool_in_a_bucket_takes_an_export_in_parts_and_a_failed_job_leaves_no_upload() {
+    let data = one_large_day();
+    let s3 = S3Server::start();
+    s3.create_bucket("spool");
+    let large =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    let expected = export(data.path(), large);
+    assert!(expected.len() > 10_000_000, "{}", expected.len());
+    // The same rows with more fields: past the largest export allowed, which `large` is.
+    let larger = format!("{large},error_name,device_model,os_version");
+    assert!(export(data.path(), &larger).len() > expected.len());
+    let max = expected.len().to_string();
+    let flags = [
+        "--spool",
+        "s3://spool/prepared",
+        "--prepare",
+        "always",
+        "--prepared-retry-after",
+        "1s",
+        "--prepared-max-size",
+        &max,
+    ];
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let served = serve_env(data.path().as_os_str(), &flags, std::process::Stdio::null(), &s3.env());
+    let url = |target: &str| format!("{}/logs/v1/export/{target}", served.base);
+
+    let done = until_done(&client, &url(large), &served.token).await;
+    assert_eq!(done.status(), 200);
+    assert!(done.bytes().await.unwrap() == expected);
+
+    // The larger export fails once its upload has begun (past 8 MiB): the upload is aborted.
+    let failed = until_done(&client, &url(&larger), &served.token).await;
+    assert_eq!(failed.status(), 400);
+    assert_eq!(s3.multipart_uploads("spool"), Vec::<String>::new());
+    let copies: Vec<String> =
+        bucket_keys(&s3).into_iter().filter(|k| k.ends_with(".csv") || k.ends_with(".csv.gz")).collect();
+    assert_eq!(copies.len(), 2, "only the first export's two copies: {copies:?}");
+}
+
 fn bucket_keys(s3: &S3Server) -> Vec<String> {
     let mut keys = s3.keys("spool", "prepared/");
     keys.sort();

@@ -113,6 +113,18 @@ impl S3Server {
         }
     }
 
+    /// The keys of the multipart uploads begun in `bucket` and neither completed nor aborted
+    /// (the first page of ListMultipartUploads: up to 1 000).
+    pub fn multipart_uploads(&self, bucket: &str) -> Vec<String> {
+        let (status, body) =
+            crate::http::request(self.addr, "GET", &format!("/{bucket}?uploads")).expect("list the uploads");
+        assert_eq!(status, 200, "GET /{bucket}?uploads: {body}");
+        body.split("<Upload>")
+            .skip(1)
+            .filter_map(|upload| upload.split("<Key>").nth(1)?.split("</Key>").next().map(str::to_owned))
+            .collect()
+    }
+
     /// The variables a child process (`logs …`) needs to use this server.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
