@@ -237,11 +237,16 @@ async fn replicas_over_one_bucket_prepare_each_export_once_and_take_over_the_job
     // answers 202 from A's lease and prepares nothing.
     let first =
         "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    let asked = Instant::now();
     assert_eq!(get(&a, first).await.unwrap().status(), 202);
     let joined = get(&b, first).await.unwrap();
     assert_eq!(joined.status(), 202);
     let body: serde_json::Value = serde_json::from_slice(&joined.bytes().await.unwrap()).unwrap();
     assert_eq!(body["status"], "preparing");
+    // How long A's job has run, by its lease: at most since A was asked (read in whole
+    // milliseconds on both sides of the lease, hence the 2 ms).
+    let seconds = body["seconds"].as_f64().unwrap();
+    assert!((0.0..=asked.elapsed().as_secs_f64() + 0.002).contains(&seconds), "{body}");
     let done = until_done(&client, &url(&b, first), &b.token).await;
     assert_eq!(done.status(), 200, "B serves what A prepared");
     let etag = done.headers()["etag"].clone();
