@@ -107,13 +107,17 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     assert!(body == expected, "{} bytes prepared, {} from logs export", body.len(), expected.len());
 }
 
+/// `logs serve`'s flags for a spool in moto's bucket `spool`, every export prepared.
+const BUCKET_SPOOL: [&str; 6] =
+    ["--spool", "s3://spool/prepared", "--prepare", "always", "--prepared-retry-after", "1s"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restart() {
     let s3 = S3Server::start();
     s3.create_bucket("spool");
     let env = s3.env();
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
-    let flags = ["--spool", "s3://spool/prepared", "--prepare", "always", "--prepared-retry-after", "1s"];
+    let flags = BUCKET_SPOOL;
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
     let target = "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-14&fields=error_id,error,os_name";
@@ -170,16 +174,7 @@ async fn a_spool_in_a_bucket_takes_an_export_in_parts_and_a_failed_job_leaves_no
     let larger = format!("{large},error_name,device_model,os_version");
     assert!(export(data.path(), &larger).len() > expected.len());
     let max = expected.len().to_string();
-    let flags = [
-        "--spool",
-        "s3://spool/prepared",
-        "--prepare",
-        "always",
-        "--prepared-retry-after",
-        "1s",
-        "--prepared-max-size",
-        &max,
-    ];
+    let flags = [&BUCKET_SPOOL[..], &["--prepared-max-size", &max]].concat();
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
     let served = serve_env(data.path().as_os_str(), &flags, std::process::Stdio::null(), &s3.env());
@@ -210,16 +205,7 @@ async fn replicas_over_one_bucket_prepare_each_export_once_and_take_over_the_job
     let s3 = S3Server::start();
     s3.create_bucket("spool");
     let env = s3.env();
-    let flags = [
-        "--spool",
-        "s3://spool/prepared",
-        "--prepare",
-        "always",
-        "--prepared-retry-after",
-        "1s",
-        "--spool-lease-ttl",
-        "10s",
-    ];
+    let flags = [&BUCKET_SPOOL[..], &["--spool-lease-ttl", "10s"]].concat();
     let logs = tempfile::tempdir().unwrap();
     let replica = |name: &str| {
         let log = std::fs::File::create(logs.path().join(name)).unwrap();
