@@ -267,3 +267,59 @@ async fn replicas_over_one_bucket_prepare_each_export_once_and_take_over_the_job
     let keys = bucket_keys(&s3);
     assert_eq!(keys.len(), 6, "two exports, each a manifest and its job's two copies: {keys:#?}\n{b_log}");
 }
+
+/// A replica stopped past its lease's time, whose job another replica has taken over, does not
+/// take the lease back when it runs again: its renewal is conditional on the lease being still
+/// its own, and fails; the other replica's renewals go on succeeding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stalled_past_its_lease_does_not_take_it_back_from_the_one_that_took_over() {
+    let data = one_large_day();
+    let s3 = S3Server::start();
+    s3.create_bucket("spool");
+    let env = s3.env();
+    // Renewed every second.
+    let flags = [&BUCKET_SPOOL[..], &["--spool-lease-ttl", "3s"]].concat();
+    let logs = tempfile::tempdir().unwrap();
+    let replica = |name: &str| {
+        let log = std::fs::File::create(logs.path().join(name)).unwrap();
+        serve_env(data.path().as_os_str(), &flags, std::process::Stdio::from(log), &env)
+    };
+    let (a, b) = (replica("a.log"), replica("b.log"));
+    let log = |name: &str| std::fs::read_to_string(logs.path().join(name)).unwrap();
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let target =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    let url = |served: &Served| format!("{}/logs/v1/export/{target}", served.base);
+    let get = |served: &Served| {
+        client.get(url(served)).header("Authorization", format!("OAuth {}", served.token)).send()
+    };
+    let signal = |name: &str, served: &Served| {
+        let pid = served.child.id().to_string();
+        assert!(Command::new("kill").args([name, &pid]).status().unwrap().success());
+    };
+
+    // A starts the job and stops at once, holding the lease; B takes the job over once the
+    // lease has expired.
+    assert_eq!(get(&a).await.unwrap().status(), 202);
+    signal("-STOP", &a);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log("b.log").contains("preparing an export") {
+        assert!(Instant::now() < deadline, "B never took the job over:\n{}", log("b.log"));
+        assert_eq!(get(&b).await.unwrap().status(), 202);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // A runs again: its overdue renewal finds the lease B's, and fails.
+    signal("-CONT", &a);
+    let lost = "the lease of a running job was lost";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log("a.log").contains(lost) {
+        assert!(Instant::now() < deadline, "A renewed a lease B holds:\n{}", log("a.log"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done = until_done(&client, &url(&b), &b.token).await;
+    assert_eq!(done.status(), 200);
+    assert!(done.bytes().await.unwrap() == export(data.path(), target));
+    assert!(!log("b.log").contains(lost), "A took B's lease back:\n{}", log("b.log"));
+}
