@@ -193,6 +193,17 @@ async fn a_spool_in_a_bucket_takes_an_export_in_parts_and_a_failed_job_leaves_no
     assert_eq!(copies.len(), 2, "only the first export's two copies: {copies:?}");
 }
 
+/// Replicas A and B of `logs serve` over `data`, sharing a spool in moto's bucket `spool` with
+/// leases of `ttl`, logging to `a.log` and `b.log` in `logs`.
+fn two_replicas(data: &Path, s3: &S3Server, ttl: &str, logs: &Path) -> (Served, Served) {
+    let flags = [&BUCKET_SPOOL[..], &["--spool-lease-ttl", ttl]].concat();
+    let replica = |name: &str| {
+        let log = std::fs::File::create(logs.join(name)).unwrap();
+        serve_env(data.as_os_str(), &flags, std::process::Stdio::from(log), &s3.env())
+    };
+    (replica("a.log"), replica("b.log"))
+}
+
 fn bucket_keys(s3: &S3Server) -> Vec<String> {
     let mut keys = s3.keys("spool", "prepared/");
     keys.sort();
@@ -204,14 +215,8 @@ async fn replicas_over_one_bucket_prepare_each_export_once_and_take_over_the_job
     let data = one_large_day();
     let s3 = S3Server::start();
     s3.create_bucket("spool");
-    let env = s3.env();
-    let flags = [&BUCKET_SPOOL[..], &["--spool-lease-ttl", "10s"]].concat();
     let logs = tempfile::tempdir().unwrap();
-    let replica = |name: &str| {
-        let log = std::fs::File::create(logs.path().join(name)).unwrap();
-        serve_env(data.path().as_os_str(), &flags, std::process::Stdio::from(log), &env)
-    };
-    let (a, b) = (replica("a.log"), replica("b.log"));
+    let (a, b) = two_replicas(data.path(), &s3, "10s", logs.path());
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
     let url = |served: &Served, target: &str| format!("{}/logs/v1/export/{target}", served.base);
@@ -276,15 +281,9 @@ async fn a_replica_stalled_past_its_lease_does_not_take_it_back_from_the_one_tha
     let data = one_large_day();
     let s3 = S3Server::start();
     s3.create_bucket("spool");
-    let env = s3.env();
-    // Renewed every second.
-    let flags = [&BUCKET_SPOOL[..], &["--spool-lease-ttl", "3s"]].concat();
     let logs = tempfile::tempdir().unwrap();
-    let replica = |name: &str| {
-        let log = std::fs::File::create(logs.path().join(name)).unwrap();
-        serve_env(data.path().as_os_str(), &flags, std::process::Stdio::from(log), &env)
-    };
-    let (a, b) = (replica("a.log"), replica("b.log"));
+    // Leases renewed every second.
+    let (a, b) = two_replicas(data.path(), &s3, "3s", logs.path());
     let log = |name: &str| std::fs::read_to_string(logs.path().join(name)).unwrap();
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
