@@ -319,6 +319,31 @@ async fn a_replica_stalled_past_its_lease_does_not_take_it_back_from_the_one_tha
     }
     let done = until_done(&client, &url(&b), &b.token).await;
     assert_eq!(done.status(), 200);
-    assert!(done.bytes().await.unwrap() == export(data.path(), target));
+    let expected = export(data.path(), target);
+    assert!(done.bytes().await.unwrap() == expected);
     assert!(!log("b.log").contains(lost), "A took B's lease back:\n{}", log("b.log"));
+
+    // A's job goes on and completes too, second or first: the first manifest stands, the
+    // other job deletes its copies, and after both replicas have swept the spool (every
+    // lease time) both serve the export at once from the same copies.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log("a.log").contains("export prepared") {
+        assert!(Instant::now() < deadline, "A's job never ended:\n{}", log("a.log"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let second = "another job completed this export first";
+    let adopted = [log("a.log"), log("b.log")].iter().filter(|log| log.contains(second)).count();
+    assert_eq!(adopted, 1, "A:\n{}\nB:\n{}", log("a.log"), log("b.log"));
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let mut etags = Vec::new();
+    for served in [&a, &b] {
+        let response = get(served).await.unwrap();
+        assert_eq!(response.status(), 200, "the export is served without a new job");
+        etags.push(response.headers()["etag"].clone());
+        assert!(response.bytes().await.unwrap() == expected);
+    }
+    assert_eq!(etags[0], etags[1]);
+    let keys = bucket_keys(&s3);
+    let count = |suffix: &str| keys.iter().filter(|k| k.ends_with(suffix)).count();
+    assert_eq!((count(".manifest.json"), count(".csv"), count(".csv.gz")), (1, 1, 1), "{keys:?}");
 }

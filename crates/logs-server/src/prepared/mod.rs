@@ -280,7 +280,7 @@ impl Prepared {
                 Ok(Some(response))
             }
             Err(ReadError::Gone) => {
-                self.spool.remove(key).await;
+                self.spool.forget_gone(&manifest).await;
                 Ok(None)
             }
             Err(ReadError::Failed(e)) => Err(e),
@@ -516,8 +516,16 @@ impl JobRun {
             plain,
             gzip,
         };
-        self.prepared.spool.commit(manifest).await.map_err(|e| e.problem())?;
-        Ok(rows)
+        let standing = self.prepared.spool.commit(manifest).await.map_err(|e| e.problem())?;
+        if standing.job != self.job {
+            tracing::info!(
+                key = %self.key,
+                job = %self.job,
+                standing = %standing.job,
+                "another job completed this export first; its copies stand and this job's were deleted"
+            );
+        }
+        Ok(standing.rows)
     }
 }
 

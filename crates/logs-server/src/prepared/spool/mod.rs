@@ -14,7 +14,9 @@
 //! The manifest is written only after both copies are complete (a local store renames a
 //! finished temporary file into place; S3 completes a multipart upload), so an export is
 //! complete exactly when its manifest exists, and it names the copies of its own job: two
-//! processes that prepared the same export never mix their bytes.
+//! processes that prepared the same export never mix their bytes. The manifest is created
+//! only if absent: of two jobs of one export (a replica lost its lease while its job ran), the
+//! first to complete stands and the second deletes its copies.
 //!
 //! The lease makes the processes sharing a spool (replicas over one bucket) prepare each
 //! export once: it is created only if absent (`If-None-Match: *`), renewed by its job, and
@@ -25,7 +27,9 @@
 //! whose lease is live, and deletes everything else — expired exports and leases, copies no
 //! manifest names (a job cut short by a crash) and, in a local folder, the temporary files of
 //! unfinished writes. Complete exports are indexed in memory; one prepared by another process
-//! is found in the store when asked for.
+//! is found in the store when asked for. A known manifest is trusted only while the listing
+//! shows the `ETag` it had when it was written or read: another process may have deleted the
+//! export and prepared it again.
 //!
 //! The spool's size is bounded: a job reserves room for each chunk it writes (both copies)
 //! before writing it; when the bound is reached the oldest complete exports are deleted, and
@@ -116,11 +120,41 @@ pub struct Spool {
 
 #[derive(Debug, Default)]
 struct Index {
-    complete: HashMap<String, Arc<Manifest>>,
+    complete: HashMap<String, Indexed>,
     /// Bytes of the complete exports.
     stored: u64,
     /// Bytes that running jobs have written so far.
     reserved: u64,
+}
+
+impl Index {
+    /// Indexes `export`, in place of what was known of its key.
+    fn add(&mut self, export: Indexed) {
+        self.stored += export.manifest.size();
+        if let Some(old) = self.complete.insert(export.manifest.key.clone(), export) {
+            self.stored -= old.manifest.size();
+        }
+    }
+
+    /// Forgets `key` (only if it is `job`'s export, when given); what was forgotten.
+    fn forget(&mut self, key: &str, job: Option<&str>) -> Option<Arc<Manifest>> {
+        let known = self.complete.get(key)?;
+        if job.is_some_and(|job| known.manifest.job != job) {
+            return None;
+        }
+        let known = self.complete.remove(key)?;
+        self.stored -= known.manifest.size();
+        Some(known.manifest)
+    }
+}
+
+/// A complete export as this process knows it.
+#[derive(Debug, Clone)]
+struct Indexed {
+    manifest: Arc<Manifest>,
+    /// The manifest object's `ETag` when this process wrote or read it: a listing that shows
+    /// another means that the export was deleted and prepared again since.
+    etag: Option<String>,
 }
 
 /// Why an object of the spool could not be read.
@@ -196,7 +230,7 @@ impl Spool {
     /// The complete export `key` this process knows, unless it has expired.
     pub fn lookup(&self, key: &str) -> Option<Arc<Manifest>> {
         let index = self.lock();
-        index.complete.get(key).filter(|m| !self.expired(m)).cloned()
+        index.complete.get(key).map(|known| &known.manifest).filter(|m| !self.expired(m)).cloned()
     }
 
     /// The complete export `key`, unless it has expired: known here, or completed by another
@@ -205,37 +239,47 @@ impl Spool {
         if let Some(manifest) = self.lookup(key) {
             return Some(manifest);
         }
-        let path = self.path(&format!("{key}.manifest.json"));
-        let manifest = self.read_manifest(&path, key).await?;
-        let manifest = Arc::new(manifest);
+        let stored = self.read_manifest(key).await?;
         let mut index = self.lock();
         if !index.complete.contains_key(key) {
-            index.stored += manifest.size();
-            index.complete.insert(key.to_owned(), Arc::clone(&manifest));
+            index.add(stored.clone());
         }
-        Some(manifest)
+        Some(stored.manifest)
     }
 
-    /// The manifest at `path`, if it is one of `key`, of this version, and not expired.
-    async fn read_manifest(&self, path: &ObjectPath, key: &str) -> Option<Manifest> {
-        let bytes = self.store.get(path).await.ok()?.bytes().await.ok()?;
-        let manifest: Manifest = serde_json::from_slice(&bytes).ok()?;
+    /// The manifest of `key` in the store, if it is one of `key`, of this version, and not
+    /// expired.
+    async fn read_manifest(&self, key: &str) -> Option<Indexed> {
+        let read = self.store.get(&self.manifest_path(key)).await.ok()?;
+        let etag = read.meta.e_tag.clone();
+        let manifest: Manifest = serde_json::from_slice(&read.bytes().await.ok()?).ok()?;
         (manifest.version == MANIFEST_VERSION && manifest.key == key && !self.expired(&manifest))
-            .then_some(manifest)
+            .then(|| Indexed { manifest: Arc::new(manifest), etag })
     }
 
-    /// Forgets `key` and deletes its objects.
+    /// Forgets `key` and deletes its objects: the manifest in the store, and the copies it
+    /// names and those this process knew.
     pub async fn remove(&self, key: &str) {
-        let removed = {
-            let mut index = self.lock();
-            let removed = index.complete.remove(key);
-            if let Some(manifest) = &removed {
-                index.stored -= manifest.size();
+        let known = self.lock().forget(key, None);
+        let stored = self.read_manifest(key).await;
+        self.delete_object(&self.manifest_path(key)).await;
+        for manifest in known.iter().chain(stored.as_ref().map(|s| &s.manifest)) {
+            self.delete_copies(manifest).await;
+        }
+    }
+
+    /// Forgets `gone`, one of whose copies was found missing, and deletes its manifest — unless
+    /// the store's manifest of its key is now another job's, which is then indexed instead.
+    pub async fn forget_gone(&self, gone: &Manifest) {
+        self.lock().forget(&gone.key, Some(&gone.job));
+        match self.read_manifest(&gone.key).await {
+            Some(stored) if stored.manifest.job != gone.job => {
+                let mut index = self.lock();
+                if !index.complete.contains_key(&gone.key) {
+                    index.add(stored);
+                }
             }
-            removed
-        };
-        if let Some(manifest) = removed {
-            self.delete(&manifest).await;
+            _ => self.delete(gone).await,
         }
     }
 
@@ -246,10 +290,10 @@ impl Spool {
             let mut index = self.lock();
             let mut evicted = Vec::new();
             while index.stored + index.reserved + bytes > self.max_bytes {
-                let oldest = index.complete.values().min_by_key(|m| (m.created, m.key.clone())).cloned();
+                let oldest = index.complete.values().map(|known| &known.manifest);
+                let oldest = oldest.min_by_key(|m| (m.created, m.key.clone())).cloned();
                 let Some(oldest) = oldest else { break };
-                index.complete.remove(&oldest.key);
-                index.stored -= oldest.size();
+                index.forget(&oldest.key, None);
                 evicted.push(oldest);
             }
             let fits = index.stored + index.reserved + bytes <= self.max_bytes;
@@ -272,19 +316,39 @@ impl Spool {
         index.reserved = index.reserved.saturating_sub(bytes);
     }
 
-    /// Makes the export complete: writes its manifest and adds it to the index.
-    pub async fn commit(&self, manifest: Manifest) -> Result<(), ApiError> {
+    /// Makes the export complete: writes its manifest, unless another job's of the same
+    /// export is there already, and indexes the one that stands, which it answers.
+    ///
+    /// Two jobs of one export both reach here only when a replica lost its lease while its job
+    /// ran (it stalled past the lease's time, and another took the job over). The manifest is
+    /// created only if absent, so the first job to complete stands and the second deletes its
+    /// own copies: every process then knows the same copies, and no sweep deletes those that
+    /// another process serves.
+    pub async fn commit(&self, manifest: Manifest) -> Result<Arc<Manifest>, ApiError> {
         let json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| ApiError::Internal(format!("cannot write a manifest: {e}")))?;
-        let path = self.path(&format!("{}.manifest.json", manifest.key));
-        self.store.put(&path, PutPayload::from(json)).await.map_err(|e| spool_error("write", &e))?;
-        let mut index = self.lock();
-        let size = manifest.size();
-        if let Some(old) = index.complete.insert(manifest.key.clone(), Arc::new(manifest)) {
-            index.stored -= old.size();
-        }
-        index.stored += size;
-        Ok(())
+        let path = self.manifest_path(&manifest.key);
+        let written = |mode: PutMode| self.store.put_opts(&path, PutPayload::from(json.clone()), mode.into());
+        let standing = match written(PutMode::Create).await {
+            Ok(put) => Indexed { manifest: Arc::new(manifest), etag: put.e_tag },
+            Err(ObjectStoreError::AlreadyExists { .. } | ObjectStoreError::Precondition { .. }) => {
+                match self.read_manifest(&manifest.key).await {
+                    Some(other) => {
+                        self.delete_copies(&manifest).await;
+                        other
+                    }
+                    // Expired, or not a manifest: what the sweep would delete.
+                    None => {
+                        let put = written(PutMode::Overwrite).await.map_err(|e| spool_error("write", &e))?;
+                        Indexed { manifest: Arc::new(manifest), etag: put.e_tag }
+                    }
+                }
+            }
+            Err(e) => return Err(spool_error("write", &e)),
+        };
+        let manifest = Arc::clone(&standing.manifest);
+        self.lock().add(standing);
+        Ok(manifest)
     }
 
     /// The bytes `range` of one copy of `manifest`'s export.
@@ -319,6 +383,10 @@ impl Spool {
         self.prefix.clone().join(name)
     }
 
+    fn manifest_path(&self, key: &str) -> ObjectPath {
+        self.path(&format!("{key}.manifest.json"))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
         self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -332,10 +400,13 @@ impl Spool {
 
     async fn delete(&self, manifest: &Manifest) {
         // The manifest first: from then on the export is incomplete, whatever else remains.
-        let names =
-            [format!("{}.manifest.json", manifest.key), manifest.copy_name(false), manifest.copy_name(true)];
-        for name in names {
-            self.delete_object(&self.path(&name)).await;
+        self.delete_object(&self.manifest_path(&manifest.key)).await;
+        self.delete_copies(manifest).await;
+    }
+
+    async fn delete_copies(&self, manifest: &Manifest) {
+        for gzip in [false, true] {
+            self.delete_object(&self.path(&manifest.copy_name(gzip))).await;
         }
     }
 
@@ -352,7 +423,7 @@ impl Spool {
     pub async fn sweep(&self) -> logs_core::object_store::Result<()> {
         let objects: Vec<_> = self.store.list(Some(&self.prefix)).try_collect().await?;
         let mut live = HashSet::new();
-        let mut kept: HashMap<String, Arc<Manifest>> = HashMap::new();
+        let mut kept: HashMap<String, Indexed> = HashMap::new();
         for object in &objects {
             let Some(name) = object.location.filename() else { continue };
             if let Some(key) = name.strip_suffix(".lease") {
@@ -363,9 +434,13 @@ impl Spool {
                     self.delete_object(&object.location).await;
                 }
             } else if let Some(key) = name.strip_suffix(".manifest.json") {
-                let manifest = match self.lookup(key) {
-                    Some(manifest) => Some(manifest),
-                    None => self.read_manifest(&object.location, key).await.map(Arc::new),
+                // What this process knows is used only if the manifest is the one it saw.
+                let known = self.lock().complete.get(key).cloned();
+                let unchanged = |known: &Indexed| known.etag.is_some() && known.etag == object.e_tag;
+                let manifest = match known.filter(|known| unchanged(known) && !self.expired(&known.manifest))
+                {
+                    Some(known) => Some(known),
+                    None => self.read_manifest(key).await,
                 };
                 match manifest {
                     Some(manifest) => {
@@ -387,13 +462,13 @@ impl Spool {
             // A job that completed since the listing wrote its manifest, then gave its lease
             // up: ask for the manifest before deleting what may be its copies.
             if !kept.contains_key(key)
-                && let Some(manifest) =
-                    self.read_manifest(&self.path(&format!("{key}.manifest.json")), key).await
+                && let Some(manifest) = self.read_manifest(key).await
             {
-                kept.insert(key.to_owned(), Arc::new(manifest));
+                kept.insert(key.to_owned(), manifest);
             }
-            let named =
-                kept.get(key).is_some_and(|m| m.copy_name(false) == name || m.copy_name(true) == name);
+            let named = kept
+                .get(key)
+                .is_some_and(|m| m.manifest.copy_name(false) == name || m.manifest.copy_name(true) == name);
             if !named {
                 self.delete_object(&object.location).await;
             }
@@ -402,7 +477,7 @@ impl Spool {
             remove_unfinished_writes(root, &live);
         }
         let mut index = self.lock();
-        index.stored = kept.values().map(|m| m.size()).sum();
+        index.stored = kept.values().map(|m| m.manifest.size()).sum();
         index.complete = kept;
         tracing::debug!(exports = index.complete.len(), bytes = index.stored, "spool swept");
         Ok(())
@@ -479,14 +554,21 @@ mod tests {
     }
 
     async fn write(spool: &Spool, key: &str, text: &str) -> Manifest {
-        let mut writer = spool.writer(key, "j1", "csv", 1);
+        let (manifest, standing) = write_job(spool, key, "j1", text).await;
+        assert_eq!(*standing, manifest);
+        manifest
+    }
+
+    /// Job `job`'s export of `key`, and the export that stands once it has committed.
+    async fn write_job(spool: &Spool, key: &str, job: &str, text: &str) -> (Manifest, Arc<Manifest>) {
+        let mut writer = spool.writer(key, job, "csv", 1);
         let reserved =
             writer.write(spool, Bytes::from(text.to_owned()), Duration::from_secs(1)).await.unwrap();
         let (plain, gzip) = writer.finish().await.unwrap();
-        let manifest = Manifest { plain, gzip, ..manifest(key, now(), 0) };
-        spool.commit(manifest.clone()).await.unwrap();
+        let manifest = Manifest { plain, gzip, job: job.into(), ..manifest(key, now(), 0) };
+        let standing = spool.commit(manifest.clone()).await.unwrap();
         spool.release(reserved);
-        manifest
+        (manifest, standing)
     }
 
     async fn read_all(spool: &Spool, manifest: &Manifest, gzip: bool, range: Range<u64>) -> Vec<u8> {
@@ -636,5 +718,60 @@ mod tests {
         assert_eq!(two.find("shared").await.as_deref(), Some(&manifest));
         assert_eq!(read_all(&two, &manifest, false, 0..2).await, b"a\n");
         assert!(two.find("absent").await.is_none());
+    }
+
+    /// A replica that lost its lease completes the same export as the one that took its job
+    /// over: the first manifest stands, and the second job deletes its own copies.
+    #[tokio::test]
+    async fn the_first_job_to_complete_an_export_stands_and_a_second_deletes_its_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let two = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let first = write(&one, "k", "a\n").await;
+        let (_, standing) = write_job(&two, "k", "j2", "a\n").await;
+        assert_eq!(*standing, first);
+        assert_eq!(files(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
+        assert_eq!(two.lookup("k").as_deref(), Some(&first));
+        assert_eq!(two.usage(), (first.size(), 0));
+        for spool in [&one, &two] {
+            spool.sweep().await.unwrap();
+        }
+        assert_eq!(files(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
+        assert_eq!(read_all(&two, &first, false, 0..2).await, b"a\n");
+    }
+
+    /// Another process deleted an export this one knows (with `Cache-Control: no-cache`, or to
+    /// make room) and prepared it again: this process's sweep keeps the new copies, and a
+    /// download of the old ones, found gone, leads to the new export instead of deleting it.
+    #[tokio::test]
+    async fn an_export_prepared_again_elsewhere_replaces_the_one_known_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let two = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let old = write(&one, "k", "a\n").await;
+        two.remove("k").await;
+        assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+        let (new, _) = write_job(&two, "k", "j2", "b\n").await;
+        let expected = ["k.j2.csv", "k.j2.csv.gz", "k.manifest.json"];
+
+        assert!(matches!(one.read(&old, false, 0..2).await, Err(ReadError::Gone)));
+        one.forget_gone(&old).await;
+        assert_eq!(files(dir.path()), expected);
+        assert_eq!(one.find("k").await.as_deref(), Some(&new));
+
+        let three = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let (_, standing) = write_job(&three, "k2", "j3", "c\n").await;
+        two.remove("k2").await;
+        let (again, _) = write_job(&two, "k2", "j4", "c\n").await;
+        assert_eq!(standing.job, "j3");
+        three.sweep().await.unwrap();
+        assert_eq!(three.lookup("k2").as_deref(), Some(&again));
+        assert!(dir.path().join("k2.j4.csv").exists() && !dir.path().join("k2.j3.csv").exists());
+
+        // Copies gone with the manifest that names them still there: the manifest goes too.
+        std::fs::remove_file(dir.path().join("k.j2.csv")).unwrap();
+        two.forget_gone(&new).await;
+        assert!(!dir.path().join("k.manifest.json").exists());
+        assert!(two.find("k").await.is_none());
     }
 }
