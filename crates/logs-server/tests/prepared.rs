@@ -49,7 +49,10 @@ async fn get_with(url: &str, token: &str, headers: &[(&str, &str)]) -> reqwest::
 async fn until_done(url: &str, token: &str, headers: &[(&str, &str)]) -> (reqwest::Response, usize) {
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut accepted = 0;
+    // When the last 202 was asked for, and how long its job had run.
+    let mut previous: Option<(Instant, f64)> = None;
     loop {
+        let asked = Instant::now();
         let response = get_with(url, token, headers).await;
         if response.status() != StatusCode::ACCEPTED {
             return (response, accepted);
@@ -60,6 +63,14 @@ async fn until_done(url: &str, token: &str, headers: &[(&str, &str)]) -> (reqwes
         let body = json(&response.bytes().await.unwrap());
         assert_eq!(body["status"], "preparing", "{body}");
         assert!(body["rows"].as_u64().is_some() && body["bytes"].as_u64().is_some(), "{body}");
+        // The job's time, in seconds: it cannot have grown more than the time between the
+        // two requests (a millisecond allowed for rounding).
+        let seconds = body["seconds"].as_f64().unwrap_or(-1.0);
+        assert!(seconds >= 0.0, "{body}");
+        if let Some((then, before)) = previous {
+            assert!(seconds - before <= then.elapsed().as_secs_f64() + 0.001, "{before} s, then {body}");
+        }
+        previous = Some((asked, seconds));
         assert!(Instant::now() < deadline, "still 202 after 180 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -169,10 +169,14 @@ impl Prepared {
     /// Opens (and sweeps) the spool; starts its periodic sweep, every half of the time to keep
     /// exports or every lease time, whichever is shorter, from 1 s to 1 min.
     pub async fn open(config: PreparedConfig, s3: &S3Options) -> Result<Arc<Prepared>, ConfigError> {
-        if config.ttl.is_zero() || config.lease_ttl < Duration::from_secs(1) {
-            return Err(ConfigError::Invalid(
-                "the spool's time to keep exports must be above zero, and its leases at least 1 s".into(),
-            ));
+        if config.ttl.is_zero() {
+            return Err(ConfigError::Invalid("--spool-ttl: must be above zero".into()));
+        }
+        if config.lease_ttl < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid(format!(
+                "--spool-lease-ttl: must be at least 1s, not {:?}",
+                config.lease_ttl
+            )));
         }
         let spool = Spool::open(&config.spool, s3, config.ttl, config.max_spool_bytes).await?;
         let owner = random_hex(8);
@@ -680,5 +684,24 @@ mod tests {
         for (i, other) in others.iter().enumerate() {
             assert_ne!(&one, other, "case {i}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_times_to_keep_exports_and_leases_are_checked_naming_their_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = PreparedConfig::new(DatasetLocation::Local(dir.path().to_owned()));
+        let s3 = S3Options::default();
+        let open = |config: PreparedConfig| Prepared::open(config, &s3);
+        let error = |result: Result<Arc<Prepared>, ConfigError>| match result {
+            Err(ConfigError::Invalid(message)) => message,
+            other => panic!("{:?}", other.map(|_| ())),
+        };
+        let zero = PreparedConfig { ttl: Duration::ZERO, ..config.clone() };
+        assert_eq!(error(open(zero).await), "--spool-ttl: must be above zero");
+        let short = PreparedConfig { lease_ttl: Duration::from_millis(999), ..config.clone() };
+        assert_eq!(error(open(short).await), "--spool-lease-ttl: must be at least 1s, not 999ms");
+        let shortest =
+            PreparedConfig { ttl: Duration::from_millis(1), lease_ttl: Duration::from_secs(1), ..config };
+        assert!(open(shortest).await.is_ok());
     }
 }
