@@ -91,6 +91,12 @@ pub struct PreparedConfig {
 }
 
 impl PreparedConfig {
+    /// How often the spool is swept: every half of the time to keep exports or every lease
+    /// time, whichever is shorter, from 1 s to 1 min.
+    fn sweep_period(&self) -> Duration {
+        (self.ttl / 2).min(self.lease_ttl).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+
     /// Policy `requested`, kept 1 hour, 10 GiB in all, no size limit per export, `Retry-After: 5`,
     /// 15 minutes of download stall, leases of 30 seconds.
     pub fn new(spool: DatasetLocation) -> PreparedConfig {
@@ -181,9 +187,7 @@ impl Prepared {
         let spool = Spool::open(&config.spool, s3, config.ttl, config.max_spool_bytes).await?;
         let owner = random_hex(8);
         let prepared = Arc::new(Prepared { config, spool, owner, jobs: Mutex::default() });
-        let period = (prepared.config.ttl / 2)
-            .min(prepared.config.lease_ttl)
-            .clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let period = prepared.config.sweep_period();
         let weak = Arc::downgrade(&prepared);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(period);
@@ -703,5 +707,23 @@ mod tests {
         let shortest =
             PreparedConfig { ttl: Duration::from_millis(1), lease_ttl: Duration::from_secs(1), ..config };
         assert!(open(shortest).await.is_ok());
+    }
+
+    #[test]
+    fn the_spool_is_swept_every_half_time_to_keep_or_lease_time_within_a_second_and_a_minute() {
+        let config = PreparedConfig::new(DatasetLocation::Local("spool".into()));
+        let period = |ttl: u64, lease: u64| {
+            let config = PreparedConfig {
+                ttl: Duration::from_secs(ttl),
+                lease_ttl: Duration::from_secs(lease),
+                ..config.clone()
+            };
+            config.sweep_period().as_secs()
+        };
+        assert_eq!(period(3600, 30), 30);
+        assert_eq!(period(8, 30), 4);
+        assert_eq!(period(3600, 600), 60);
+        assert_eq!(period(1, 30), 1);
+        assert_eq!(period(8, 3), 3);
     }
 }
