@@ -553,6 +553,11 @@ mod tests {
             .unwrap()
     }
 
+    /// A spool on `dir` as one of the processes sharing it opens it.
+    async fn shared(dir: &Path) -> Spool {
+        spool(dir, Duration::from_secs(60), 1 << 20).await
+    }
+
     async fn write(spool: &Spool, key: &str, text: &str) -> Manifest {
         let (manifest, standing) = write_job(spool, key, "j1", text).await;
         assert_eq!(*standing, manifest);
@@ -711,8 +716,7 @@ mod tests {
     #[tokio::test]
     async fn an_export_completed_by_another_process_is_found_in_the_store() {
         let dir = tempfile::tempdir().unwrap();
-        let one = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
-        let two = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let (one, two) = (shared(dir.path()).await, shared(dir.path()).await);
         let manifest = write(&one, "shared", "a\n").await;
         assert!(two.lookup("shared").is_none());
         assert_eq!(two.find("shared").await.as_deref(), Some(&manifest));
@@ -725,8 +729,7 @@ mod tests {
     #[tokio::test]
     async fn the_first_job_to_complete_an_export_stands_and_a_second_deletes_its_copies() {
         let dir = tempfile::tempdir().unwrap();
-        let one = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
-        let two = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let (one, two) = (shared(dir.path()).await, shared(dir.path()).await);
         let first = write(&one, "k", "a\n").await;
         let (_, standing) = write_job(&two, "k", "j2", "a\n").await;
         assert_eq!(*standing, first);
@@ -746,8 +749,7 @@ mod tests {
     #[tokio::test]
     async fn an_export_prepared_again_elsewhere_replaces_the_one_known_here() {
         let dir = tempfile::tempdir().unwrap();
-        let one = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
-        let two = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let (one, two) = (shared(dir.path()).await, shared(dir.path()).await);
         let old = write(&one, "k", "a\n").await;
         two.remove("k").await;
         assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
@@ -759,7 +761,7 @@ mod tests {
         assert_eq!(files(dir.path()), expected);
         assert_eq!(one.find("k").await.as_deref(), Some(&new));
 
-        let three = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
+        let three = shared(dir.path()).await;
         let (_, standing) = write_job(&three, "k2", "j3", "c\n").await;
         two.remove("k2").await;
         let (again, _) = write_job(&two, "k2", "j4", "c\n").await;
