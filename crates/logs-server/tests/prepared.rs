@@ -432,7 +432,14 @@ async fn a_failed_job_answers_its_failure_once_and_leaves_nothing_that_could_be_
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
     error_body(StatusCode::SERVICE_UNAVAILABLE, &body, "storage_unavailable");
     assert!(files_in(spool.path()).is_empty(), "{:?}", files_in(spool.path()));
-    // Told once: the next request starts again.
+    // Told once: the next request starts again; this one waits for its job's end, and is
+    // answered that job's failure rather than 202.
+    let waited = get_with(&url, READER, &[("prefer", "respond-async, wait=60")]).await;
+    let status = waited.status();
+    let body = waited.bytes().await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
+    error_body(StatusCode::SERVICE_UNAVAILABLE, &body, "storage_unavailable");
+    // That failure, too, was told once.
     assert_eq!(get_with(&url, READER, &[("prefer", "respond-async")]).await.status(), StatusCode::ACCEPTED);
     server.stop().await;
 }
