@@ -333,6 +333,30 @@ async fn download_in_parts(server: &TestServer, target: &str) -> (usize, Vec<Vec
     }
 }
 
+/// `max_export_bytes` is the largest export prepared: one of exactly that size is, one a byte
+/// larger is refused.
+#[tokio::test]
+async fn an_export_of_exactly_the_largest_size_is_prepared() {
+    let probe = tempfile::tempdir().unwrap();
+    let state = prepared_state(small_dataset(), config(probe.path())).await;
+    let whole = encode_directly(state.engine(), Format::Csv, WIDE.split_once('?').unwrap().1).await;
+    let size = whole.len() as u64;
+    for (max, status) in [(size, StatusCode::OK), (size - 1, StatusCode::BAD_REQUEST)] {
+        let spool = tempfile::tempdir().unwrap();
+        let config = PreparedConfig { max_export_bytes: Some(max), ..config(spool.path()) };
+        let state = prepared_state(small_dataset(), config).await;
+        let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
+        let (done, _) = until_done(&server.url(WIDE), READER, &[("prefer", "respond-async")]).await;
+        assert_eq!(done.status(), status, "at most {max} bytes, the export {size}");
+        let body = done.bytes().await.unwrap();
+        match status {
+            StatusCode::OK => assert!(body == whole),
+            _ => _ = error_body(status, &body, "too_large"),
+        }
+        server.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn too_large_answers_more_parts_and_the_parts_together_are_the_export() {
     let spool = tempfile::tempdir().unwrap();
