@@ -135,6 +135,8 @@ async fn a_requested_export_is_accepted_then_served_whole_with_its_length_and_et
         .sum();
     assert!(metrics.contains(&format!("\nlogs_spool_bytes {spool_bytes}\n")), "{metrics}");
     assert!(metrics.contains("\nlogs_prepared_jobs_running 0\n"), "{metrics}");
+    // The room the job reserved as it wrote is given back once it has ended.
+    assert!(metrics.contains("\nlogs_spool_reserved_bytes 0\n"), "{metrics}");
 
     // Without `Prefer` or a conditional header, the same export is streamed, as without a spool.
     let streamed = get_with(&url, READER, &[]).await;
