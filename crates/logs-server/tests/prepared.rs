@@ -125,7 +125,13 @@ async fn a_requested_export_is_accepted_then_served_whole_with_its_length_and_et
     let body = done.bytes().await.unwrap();
     assert_eq!(body.as_ref(), expected.as_slice());
     assert_eq!(etag, format!("\"{}\"", sha256_hex_bytes(&body)));
-    assert_eq!(settled(spool.path()).await.len(), 3, "{:?}", files_in(spool.path()));
+    // `<key>.<job>.csv`, `<key>.<job>.csv.gz` and `<key>.manifest.json`, as operations.md says.
+    let names = settled(spool.path()).await;
+    let shape = |name: &str| name.split('.').map(str::len).collect::<Vec<_>>();
+    let kinds: Vec<_> = names.iter().map(|name| shape(name)).collect();
+    assert_eq!(kinds, [vec![64, 16, 3], vec![64, 16, 3, 2], vec![64, 8, 4]], "{names:?}");
+    assert!(names[0].ends_with(".csv") && names[1].ends_with(".csv.gz"), "{names:?}");
+    assert!(names[2].ends_with(".manifest.json"), "{names:?}");
     let metrics = server.state.metrics_text();
     let spool_bytes: u64 = std::fs::read_dir(spool.path())
         .unwrap()
