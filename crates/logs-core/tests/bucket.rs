@@ -304,3 +304,22 @@ async fn the_application_folder_and_its_date_folders_keys_are_listed_at_once() {
     assert_eq!(export.requests().lists, 2);
     assert_eq!(proxy.most_at_once(), 2);
 }
+
+/// Keys come listed in order from S3, so the one listing of the date folders' keys stops after
+/// the range's last folder: an export of the first of 30 days reads one page of keys, not ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listing_of_the_date_folders_keys_stops_after_the_range() {
+    let dir = generate(3000, 30);
+    let server = S3Server::start();
+    server.create_bucket("logs");
+    server.upload_folder(&data_root(&dir), "logs", "data");
+    let proxy = FaultProxy::start(server.addr(), Mode::Pass);
+    let engine = bucket_engine("s3://logs/data", &proxy.endpoint(), 1);
+    let query = "application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id";
+    let (rows, export) = export_rows(&engine, &request(query)).await;
+    assert!(!rows.is_empty());
+    // Every request but the object reads is a page of a listing: the application's folder
+    // (30 date folders, three to a page) and one page of keys.
+    let pages = proxy.requests() - export.requests().gets;
+    assert_eq!(pages, 10 + 1, "{:?}", export.requests());
+}
