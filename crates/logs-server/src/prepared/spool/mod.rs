@@ -741,6 +741,14 @@ mod tests {
         }
         assert_eq!(files(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
         assert_eq!(read_all(&two, &first, false, 0..2).await, b"a\n");
+
+        // Deleted by the other process, and prepared here again: the index holds the new export
+        // in place of the old one, and counts its size alone.
+        two.remove("k").await;
+        let (again, standing) = write_job(&one, "k", "j3", "bb\n").await;
+        assert_eq!(*standing, again);
+        assert_eq!(one.lookup("k").as_deref(), Some(&again));
+        assert_eq!(one.usage(), (again.size(), 0));
     }
 
     /// Another process deleted an export this one knows (with `Cache-Control: no-cache`, or to
