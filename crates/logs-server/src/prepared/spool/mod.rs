@@ -767,6 +767,7 @@ mod tests {
         assert!(matches!(one.read(&old, false, 0..2).await, Err(ReadError::Gone)));
         one.forget_gone(&old).await;
         assert_eq!(files(dir.path()), expected);
+        assert_eq!(one.usage(), (new.size(), 0), "the old export forgotten, the new one indexed");
         assert_eq!(one.find("k").await.as_deref(), Some(&new));
 
         let three = shared(dir.path()).await;
