@@ -720,6 +720,8 @@ mod tests {
         let manifest = write(&one, "shared", "a\n").await;
         assert!(two.lookup("shared").is_none());
         assert_eq!(two.find("shared").await.as_deref(), Some(&manifest));
+        assert_eq!(two.lookup("shared").as_deref(), Some(&manifest), "found, and indexed");
+        assert_eq!(two.usage(), (manifest.size(), 0));
         assert_eq!(read_all(&two, &manifest, false, 0..2).await, b"a\n");
         assert!(two.find("absent").await.is_none());
     }
