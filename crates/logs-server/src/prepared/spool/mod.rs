@@ -685,6 +685,10 @@ mod tests {
         for (key, created) in [("a", 10), ("b", 20)] {
             spool.commit(manifest(key, now() - 50 + created, 300)).await.unwrap();
         }
+        // Filled exactly to the bound: nothing needs to go.
+        spool.reserve(400, Duration::from_secs(1)).await.unwrap();
+        assert!(spool.lookup("a").is_some() && spool.lookup("b").is_some());
+        spool.release(400);
         spool.reserve(500, Duration::from_secs(1)).await.unwrap();
         assert!(spool.lookup("a").is_none(), "the oldest export makes room");
         assert!(spool.lookup("b").is_some());
@@ -693,7 +697,9 @@ mod tests {
         assert!(matches!(full, ApiError::SpoolFull { .. }), "{full:?}");
         assert!(spool.lookup("b").is_none(), "everything complete was deleted first");
         assert_eq!(spool.usage(), (0, 500));
-        spool.release(500);
+        spool.reserve(100, Duration::from_secs(1)).await.unwrap();
+        assert_eq!(spool.usage(), (0, 600));
+        spool.release(600);
         spool.reserve(1000, Duration::from_secs(1)).await.unwrap();
     }
 
