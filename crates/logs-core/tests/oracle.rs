@@ -2,6 +2,8 @@
 
 mod support;
 
+use datafusion::parquet::basic::{Compression, Encoding, ZstdLevel};
+use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use support::*;
@@ -143,24 +145,73 @@ fn random_query(rng: &mut StdRng, records: &Records) -> String {
     query
 }
 
-async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usize) {
+/// Runs `requests` random requests over `root` and checks each against the oracle. Returns
+/// the pages the scans decompressed only partially.
+async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usize) -> usize {
     let engine = engine(root);
     let records = read_all(root);
     assert!(!records.rows.is_empty());
     let mut rng = StdRng::seed_from_u64(seed);
     let mut non_empty = 0;
+    let mut partially = 0;
     for _ in 0..requests {
         let query = random_query(&mut rng, &records);
         let request = request(&query);
         let expected = records.answer(&request);
         non_empty += usize::from(!expected.is_empty());
-        let got = engine_rows(&engine, &request).await;
+        let (got, export) = export_rows(&engine, &request).await;
         assert_matches_oracle(&query, &request, got, expected);
+        partially += export.metric("pages_decompressed_partially").map_or(0, |m| m.as_usize());
     }
     assert!(
         non_empty >= requests / 3,
         "only {non_empty} of {requests} requests matched rows: the test is too weak"
     );
+    partially
+}
+
+/// Rewrites every file below `root` as other tools write them with zstd: columns
+/// dictionary-encoded until the dictionary is full and plain after that, small pages, data
+/// pages of `version` (the values still plain after the dictionary, as pyarrow writes version 2
+/// pages), with or without an offset index.
+fn rewrite_with_zstd(root: &std::path::Path, version: WriterVersion, offset_index: bool) {
+    for path in parquet_files(root) {
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_writer_version(version)
+            .set_encoding(Encoding::PLAIN)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(!offset_index)
+            .set_dictionary_page_size_limit(2048)
+            .set_write_batch_size(37)
+            .set_data_page_row_count_limit(37)
+            .build();
+        rewrite(&path, properties);
+    }
+}
+
+/// Over zstd files other tools wrote, the pages of text columns are decompressed only as far
+/// as the rows equality filters select (`partial_page.rs`): the rows are the oracle's, from a
+/// folder and from a bucket alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_agrees_with_the_oracle_on_zstd_files_whose_pages_it_decompresses_partially() {
+    let server = logs_testkit::s3::S3Server::start();
+    server.create_bucket("logs");
+    for (seed, version, offset_index) in
+        [(4, WriterVersion::PARQUET_1_0, false), (5, WriterVersion::PARQUET_2_0, true)]
+    {
+        let dir = generate(6000, 7);
+        let root = data_root(&dir);
+        rewrite_with_zstd(&root, version, offset_index);
+        let partially = check_random_requests(&root, seed, 150).await;
+        assert!(partially > 0, "{version:?}: no page was decompressed partially");
+        let prefix = format!("{version:?}");
+        server.upload_folder(&root, "logs", &prefix);
+        let over_bucket = bucket_engine(&format!("s3://logs/{prefix}"), &server.endpoint(), 1);
+        let bucket = format!("s3://logs/{prefix}/");
+        let (_, partially) = bucket_agrees_with_folder(&root, &over_bucket, &bucket, 30).await;
+        assert!(partially > 0, "{version:?}: no page was decompressed partially over the bucket");
+    }
 }
 
 /// Over a bucket (moto on loopback, every listing paginated, a prefix with a space and
@@ -196,24 +247,24 @@ async fn over_a_bucket_the_scan_reads_pages_ahead_and_exports_what_it_exports_ov
     server.create_bucket("logs");
     server.upload_folder(&root, "logs", "data");
     let over_bucket = bucket_engine("s3://logs/data", &server.endpoint(), 1);
-    let read_ahead = bucket_agrees_with_folder(&root, &over_bucket, "s3://logs/data/", 30).await;
+    let (read_ahead, _) = bucket_agrees_with_folder(&root, &over_bucket, "s3://logs/data/", 30).await;
     assert!(read_ahead > 0, "filtered exports read pages ahead");
 }
 
 /// Runs `queries` random requests over the folder `root` and over `over_bucket` (a copy of it
 /// below `prefix`; both scans in one partition): the same rows in the same order, the
 /// oracle's rows, the same pruning, and no credential in `--explain`. Returns the pages the
-/// bucket's scans read ahead.
+/// bucket's scans read ahead, and those they decompressed only partially.
 async fn bucket_agrees_with_folder(
     root: &std::path::Path,
     over_bucket: &logs_core::Engine,
     prefix: &str,
     queries: usize,
-) -> usize {
+) -> (usize, usize) {
     let over_folder = engine_with_partitions(root, 1);
     let records = read_all(root);
     let mut rng = StdRng::seed_from_u64(3);
-    let mut read_ahead = 0;
+    let (mut read_ahead, mut partially) = (0, 0);
     for _ in 0..queries {
         let query = random_query(&mut rng, &records);
         let request = request(&query);
@@ -247,8 +298,9 @@ async fn bucket_agrees_with_folder(
                 && !explain.contains(logs_testkit::s3::ACCESS_KEY_ID)
         );
         read_ahead += bucket_export.metric("pages_read_ahead").map_or(0, |m| m.as_usize());
+        partially += bucket_export.metric("pages_decompressed_partially").map_or(0, |m| m.as_usize());
     }
-    read_ahead
+    (read_ahead, partially)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,8 +22,10 @@ mod local;
 mod location;
 mod object;
 mod page_headers;
+pub(crate) mod partial_page;
 mod read_ahead;
 mod reader;
+mod selection;
 mod table;
 
 use std::sync::Arc;

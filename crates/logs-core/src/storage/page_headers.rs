@@ -169,7 +169,7 @@ struct PageHeader {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Malformed {
+pub(super) enum Malformed {
     /// The header runs past the bytes given.
     Truncated,
     Invalid,
@@ -207,30 +207,31 @@ fn parse_page_header(bytes: &[u8]) -> Result<PageHeader, Malformed> {
     Ok(PageHeader { length: r.at as u64, compressed_size, data_page_rows, data_page_encoding })
 }
 
-const T_BOOL_TRUE: u8 = 1;
-const T_BOOL_FALSE: u8 = 2;
+pub(super) const T_BOOL_TRUE: u8 = 1;
+pub(super) const T_BOOL_FALSE: u8 = 2;
 const T_BYTE: u8 = 3;
 const T_I16: u8 = 4;
-const T_I32: u8 = 5;
+pub(super) const T_I32: u8 = 5;
 const T_I64: u8 = 6;
 const T_DOUBLE: u8 = 7;
 const T_BINARY: u8 = 8;
 const T_LIST: u8 = 9;
 const T_SET: u8 = 10;
 const T_MAP: u8 = 11;
-const T_STRUCT: u8 = 12;
+pub(super) const T_STRUCT: u8 = 12;
 
 /// Deepest nesting skipped; page headers nest two levels.
 const MAX_DEPTH: usize = 16;
 
 /// A reader of the Thrift compact protocol over a byte slice.
-struct Compact<'a> {
-    bytes: &'a [u8],
-    at: usize,
+pub(super) struct Compact<'a> {
+    pub(super) bytes: &'a [u8],
+    /// Bytes read so far.
+    pub(super) at: usize,
 }
 
 impl Compact<'_> {
-    fn byte(&mut self) -> Result<u8, Malformed> {
+    pub(super) fn byte(&mut self) -> Result<u8, Malformed> {
         let b = *self.bytes.get(self.at).ok_or(Malformed::Truncated)?;
         self.at += 1;
         Ok(b)
@@ -245,7 +246,7 @@ impl Compact<'_> {
         Ok(())
     }
 
-    fn varint(&mut self) -> Result<u64, Malformed> {
+    pub(super) fn varint(&mut self) -> Result<u64, Malformed> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;
@@ -257,13 +258,13 @@ impl Compact<'_> {
         Err(Malformed::Invalid)
     }
 
-    fn zigzag(&mut self) -> Result<i64, Malformed> {
+    pub(super) fn zigzag(&mut self) -> Result<i64, Malformed> {
         let v = self.varint()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
 
     /// The next field's id and type, or `None` at the end of the struct.
-    fn field_header(&mut self, last_id: i16) -> Result<Option<(i16, u8)>, Malformed> {
+    pub(super) fn field_header(&mut self, last_id: i16) -> Result<Option<(i16, u8)>, Malformed> {
         let b = self.byte()?;
         let kind = b & 0x0f;
         if kind == 0 {
@@ -292,7 +293,7 @@ impl Compact<'_> {
         Ok(found)
     }
 
-    fn skip(&mut self, kind: u8, depth: usize) -> Result<(), Malformed> {
+    pub(super) fn skip(&mut self, kind: u8, depth: usize) -> Result<(), Malformed> {
         if depth > MAX_DEPTH {
             return Err(Malformed::Invalid);
         }

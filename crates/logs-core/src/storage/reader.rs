@@ -30,8 +30,9 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
+use datafusion::parquet::basic::{Compression, Type as PhysicalType};
 use datafusion::parquet::errors::{ParquetError, Result as ParquetResult};
-use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, ParquetMetaDataReader};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -41,7 +42,9 @@ use crate::storage::catalog::SelectedFile;
 use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
 use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
+use crate::storage::partial_page::PageRewriter;
 use crate::storage::read_ahead::{READ_AHEAD_LIMIT, ReadAhead};
+use crate::storage::selection::{self, TextFilters};
 
 /// How far the scan of one export has got through its files' bytes: what it has read, plus,
 /// for each file whose pages it has finished reading, the bytes it did not need (pruned pages
@@ -80,6 +83,9 @@ pub(crate) struct ScanReaders {
     /// The columns the scan reads, once known: over a store, their pages are read ahead
     /// (`read_ahead.rs`).
     columns: Option<Arc<HashSet<String>>>,
+    /// The export's equality filters on texts, if any: the pages of other text columns are
+    /// then decompressed only as far as the rows they select (`partial_page.rs`).
+    filters: Option<TextFilters>,
 }
 
 impl ScanReaders {
@@ -91,12 +97,19 @@ impl ScanReaders {
         progress: Arc<ScanProgress>,
     ) -> ScanReaders {
         let files = Arc::new(files.iter().map(|f| (f.object.location.clone(), f.clone())).collect());
-        ScanReaders { backend, files, metadata_cache, counts, progress, columns: None }
+        ScanReaders { backend, files, metadata_cache, counts, progress, columns: None, filters: None }
     }
 
     /// These readers, for a scan that reads the columns named in `columns`.
     pub(crate) fn reading(&self, columns: HashSet<String>) -> ScanReaders {
         ScanReaders { columns: Some(Arc::new(columns)), ..self.clone() }
+    }
+
+    /// These readers, for a scan that keeps only rows where each column of `filters` equals
+    /// its value.
+    pub(crate) fn selecting(&self, filters: Vec<(String, String)>) -> ScanReaders {
+        let filters = (!filters.is_empty()).then(|| TextFilters::from(filters));
+        ScanReaders { filters, ..self.clone() }
     }
 }
 
@@ -127,6 +140,15 @@ impl ParquetFileReaderFactory for ScanReaders {
         let pages_read_ahead = MetricBuilder::new(metrics)
             .with_new_label("filename", file.path().to_string())
             .counter("pages_read_ahead", partition_index);
+        let partial = self.filters.clone().map(|filters| Partial {
+            filters,
+            pages: None,
+            matching: HashMap::new(),
+            rewriter: PageRewriter::new(),
+            rewritten: MetricBuilder::new(metrics)
+                .with_new_label("filename", file.path().to_string())
+                .counter("pages_decompressed_partially", partition_index),
+        });
         let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
         Ok(Box::new(ScanReader {
             object,
@@ -137,6 +159,7 @@ impl ParquetFileReaderFactory for ScanReaders {
             dictionary_pages: None,
             columns,
             read_ahead: None,
+            partial,
             metadata_cache: Arc::clone(&self.metadata_cache),
             progress: Arc::clone(&self.progress),
             read_pages: false,
@@ -163,6 +186,8 @@ pub(crate) struct ScanReader {
     columns: Option<Arc<HashSet<String>>>,
     /// Built from the footer and `columns` on the first read of several ranges.
     read_ahead: Option<ReadAhead>,
+    /// Pages decompressed only as far as the export's rows, if it has equality filters.
+    partial: Option<Partial>,
     metadata_cache: Arc<FileMetadataCache>,
     progress: Arc<ScanProgress>,
     /// Whether this reader read pages (DataFusion opens a file through one reader for its
@@ -217,7 +242,59 @@ impl ScanReader {
         }
         // The dictionaries still needed, in one more call.
         self.fetch_into(ranges, &needed, &mut out).await?;
+        self.decompress_partially(ranges, &mut out).await;
         Ok(out)
+    }
+
+    /// Replaces each page of `pages` (read for `ranges`) that holds a text column's values
+    /// with one that holds only the values of the rows the export's filters select, its
+    /// other values left empty (`partial_page.rs`). A page that cannot be rewritten, or whose
+    /// rows cannot be worked out, is left as it is.
+    async fn decompress_partially(&mut self, ranges: &[Range<u64>], pages: &mut [Bytes]) {
+        let Some(partial) = self.partial.as_mut() else { return };
+        let Some(footer) =
+            self.footer.clone().or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()))
+        else {
+            return;
+        };
+        let rewritable = partial.pages.get_or_insert_with(|| rewritable_pages(&footer, &partial.filters));
+        let wanted = |(range, page): (&Range<u64>, &Bytes)| {
+            let at = rewritable.get(&range.start)?;
+            (range.end - range.start == at.size && page.len() as u64 == at.size).then_some(*at)
+        };
+        // The rows of a row group are worked out only if the pages to rewrite outweigh the
+        // filter columns read for it: a scan that already found its rows through a page index
+        // reads few pages (and those of the filter columns only in part).
+        let mut weight: HashMap<usize, u64> = HashMap::new();
+        for at in ranges.iter().zip(pages.iter()).filter_map(wanted) {
+            *weight.entry(at.row_group).or_default() += at.size;
+        }
+        for (row_group, pages_bytes) in weight {
+            if partial.matching.contains_key(&row_group) {
+                continue;
+            }
+            let found =
+                if pages_bytes >= WORTH_FILTER_BYTES * filter_bytes(&footer, row_group, &partial.filters) {
+                    selection::matching_rows(&self.object, &footer, row_group, &partial.filters).await
+                } else {
+                    None
+                };
+            partial.matching.insert(row_group, found.map(Arc::<[u32]>::from));
+        }
+        for (range, page) in ranges.iter().zip(pages.iter_mut()) {
+            let Some(at) = wanted((range, page)) else { continue };
+            let Some(Some(matching)) = partial.matching.get(&at.row_group) else { continue };
+            let from = matching.partition_point(|&row| u64::from(row) < at.first_row);
+            let to = matching.partition_point(|&row| u64::from(row) < at.first_row + at.rows);
+            let rows: Vec<u32> = matching[from..to].iter().map(|&row| row - at.first_row as u32).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            if let Some(rewritten) = partial.rewriter.rewrite_sparse(page, at.optional, &rows) {
+                partial.rewritten.add(1);
+                *page = rewritten;
+            }
+        }
     }
 
     /// Reads the ranges of `ranges` at `indices` into the same places of `out`, in one call.
@@ -285,6 +362,90 @@ impl ScanReader {
         let dictionary = |r: &Range<u64>| pages.get(&r.start).filter(|data| data.start == r.end).cloned();
         ranges.iter().enumerate().filter_map(|(i, r)| Some((i, dictionary(r)?))).collect()
     }
+}
+
+/// How many times the bytes of the filter columns' chunks of a row group the pages to rewrite
+/// must weigh for the rows to be worked out (`selection.rs` reads those chunks whole).
+const WORTH_FILTER_BYTES: u64 = 4;
+
+/// The compressed bytes of the chunks of `row_group` that `filters` test.
+fn filter_bytes(footer: &ParquetMetaData, row_group: usize, filters: &[(String, String)]) -> u64 {
+    let columns = footer.row_group(row_group).columns();
+    let tested = |c: &&ColumnChunkMetaData| {
+        filters.iter().any(|(name, _)| c.column_path().parts() == std::slice::from_ref(name))
+    };
+    columns.iter().filter(tested).map(|c| c.compressed_size().max(0) as u64).sum()
+}
+
+/// What decompressing pages partially needs: the filters, the pages it applies to, and the
+/// rows the filters select in each row group read so far.
+#[derive(Debug)]
+struct Partial {
+    filters: TextFilters,
+    /// Built from the footer on the first read of several ranges.
+    pages: Option<HashMap<u64, RewritablePage>>,
+    /// By row group: the rows the filters select, or `None` if they could not be worked out.
+    matching: HashMap<usize, Option<Arc<[u32]>>>,
+    rewriter: PageRewriter,
+    rewritten: Count,
+}
+
+/// A data page of a text column that `PageRewriter` may rewrite.
+#[derive(Debug, Clone, Copy)]
+struct RewritablePage {
+    row_group: usize,
+    /// Its first row, within the row group, and how many rows it holds.
+    first_row: u64,
+    rows: u64,
+    /// Its length in bytes, header included.
+    size: u64,
+    /// Whether the column has nulls (a definition level).
+    optional: bool,
+}
+
+/// By offset: the data pages `footer`'s offset index places in the zstd-compressed chunks of
+/// flat text columns other than those `filters` test (their pages are left whole, so that the
+/// filters are evaluated on their values).
+fn rewritable_pages(footer: &ParquetMetaData, filters: &[(String, String)]) -> HashMap<u64, RewritablePage> {
+    let mut out = HashMap::new();
+    let Some(offset_index) = footer.offset_index() else { return out };
+    for (row_group, (meta, indexes)) in footer.row_groups().iter().zip(offset_index).enumerate() {
+        for (column, index) in meta.columns().iter().zip(indexes) {
+            let descr = column.column_descr();
+            let filtered = filters.iter().any(|(name, _)| descr.path().parts() == std::slice::from_ref(name));
+            if filtered
+                || descr.physical_type() != PhysicalType::BYTE_ARRAY
+                || descr.max_rep_level() != 0
+                || descr.max_def_level() > 1
+                || !matches!(column.compression(), Compression::ZSTD(_))
+            {
+                continue;
+            }
+            let locations = index.page_locations();
+            for (i, page) in locations.iter().enumerate() {
+                let end = locations.get(i + 1).map_or(meta.num_rows(), |next| next.first_row_index);
+                let (Ok(first_row), Ok(end), Ok(size)) = (
+                    u64::try_from(page.first_row_index),
+                    u64::try_from(end),
+                    u64::try_from(page.compressed_page_size),
+                ) else {
+                    continue;
+                };
+                if end <= first_row || end - first_row > u64::from(u32::MAX) {
+                    continue;
+                }
+                let at = RewritablePage {
+                    row_group,
+                    first_row,
+                    rows: end - first_row,
+                    size,
+                    optional: descr.max_def_level() == 1,
+                };
+                out.insert(page.offset as u64, at);
+            }
+        }
+    }
+    out
 }
 
 /// Whether `pages` (read for `ranges`) hold at least one data page in `data_pages`, and none
@@ -400,6 +561,7 @@ mod tests {
             dictionary_pages: None,
             columns: None,
             read_ahead: None,
+            partial: None,
             metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
             progress: Arc::default(),
             read_pages: false,

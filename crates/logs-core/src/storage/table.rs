@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::ScalarValue;
 use datafusion::common::config::TableParquetOptions;
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::listing::PartitionedFile;
@@ -20,7 +21,7 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::Result;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::logical_expr::{BinaryExpr, Cast, Expr, Operator, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::storage::catalog::SelectedFile;
@@ -70,7 +71,7 @@ impl TableProvider for SelectedFiles {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let files = self.files.iter().map(|f| PartitionedFile::new_from_meta(f.object.clone())).collect();
@@ -79,7 +80,7 @@ impl TableProvider for SelectedFiles {
             Some(indices) => indices.iter().map(|&i| self.schema.field(i).name().clone()).collect(),
             None => self.schema.fields().iter().map(|field| field.name().clone()).collect(),
         };
-        let readers = Arc::new(self.readers.reading(columns));
+        let readers = Arc::new(self.readers.reading(columns).selecting(text_equalities(filters)));
         let source = ParquetSource::new(TableSchema::from(self.schema.clone()))
             .with_table_parquet_options(self.options.clone())
             .with_parquet_file_reader_factory(readers);
@@ -89,5 +90,61 @@ impl TableProvider for SelectedFiles {
             .with_limit(limit)
             .build();
         Ok(DataSourceExec::from_data_source(config))
+    }
+}
+
+/// The filters of the form `column = 'text'` among `filters` (each one a conjunct of the
+/// scan's predicate), as column name and value.
+fn text_equalities(filters: &[Expr]) -> Vec<(String, String)> {
+    fn column(expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Column(c) => Some(c.name.clone()),
+            Expr::Cast(Cast { expr, .. }) => column(expr),
+            _ => None,
+        }
+    }
+    fn text(expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Literal(
+                ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)),
+                _,
+            ) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    filters
+        .iter()
+        .filter_map(|filter| match filter {
+            Expr::BinaryExpr(BinaryExpr { left, op: Operator::Eq, right }) => {
+                Some((column(left).or_else(|| column(right))?, text(right).or_else(|| text(left))?))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{cast, col, lit};
+
+    use super::*;
+
+    #[test]
+    fn only_equalities_of_a_column_and_a_text_are_taken() {
+        let text = |s: &str| lit(ScalarValue::Utf8View(Some(s.to_owned())));
+        let filters = [
+            col("os_name").eq(text("ios")),
+            cast(col("city"), DataType::Utf8View).eq(lit(ScalarValue::Utf8(Some("Rome".into())))),
+            text("x").eq(col("error_id")),
+            col("mcc").eq(lit(250i64)),
+            col("city").eq(col("os_name")),
+            col("city").not_eq(text("Rome")),
+            col("city").eq(text("Rome")).or(col("city").eq(text("Oslo"))),
+            col("os_name").eq(lit(ScalarValue::Utf8View(None))),
+        ];
+        let taken: Vec<(String, String)> = text_equalities(&filters);
+        let expected = [("os_name", "ios"), ("city", "Rome"), ("error_id", "x")];
+        assert_eq!(taken, expected.map(|(c, v)| (c.to_owned(), v.to_owned())));
     }
 }
