@@ -9,6 +9,8 @@
 //! - `catalog.rs`: listing, pruning by folders and footers, `skip_unavailable_shards`;
 //! - `footer.rs`: footers read, completed with page indexes, and cached by object identity;
 //! - `page_headers.rs`: an offset index rebuilt for files written without one;
+//! - `selection.rs` and `partial_page.rs`: the rows an export's equality filters select in a
+//!   row group, and the pages of other text columns rewritten to be decompressed only that far;
 //! - `object.rs`: conditional, coalesced, concurrent and counted reads of one object;
 //! - `reader.rs` and `table.rs`: the scan's reader and table;
 //! - `local.rs`: what only a local folder does (strict listing; reads without thread hand-offs).

@@ -16,6 +16,11 @@
 //! page together with the data pages it needs from that chunk, in one request; when it can see
 //! that none of those pages holds dictionary indices, it hands back an empty dictionary page
 //! instead.
+//!
+//! A page of a text column is decompressed only as far as the rows the export selects. When
+//! the export has equality filters on texts, the reader works out which rows of a row group
+//! they select (`selection.rs`) and hands back each page of another text column it can rewrite
+//! as one holding only those rows' values (`partial_page.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -273,12 +278,20 @@ impl ScanReader {
             if partial.matching.contains_key(&row_group) {
                 continue;
             }
-            let found =
-                if pages_bytes >= WORTH_FILTER_BYTES * filter_bytes(&footer, row_group, &partial.filters) {
-                    selection::matching_rows(&self.object, &footer, row_group, &partial.filters).await
-                } else {
-                    None
-                };
+            let worth =
+                pages_bytes >= WORTH_FILTER_BYTES * filter_bytes(&footer, row_group, &partial.filters);
+            let found = if worth {
+                // The filter columns' reads count as the scan's.
+                let before = self.object.bytes_read();
+                let found =
+                    selection::matching_rows(&self.object, &footer, row_group, &partial.filters).await;
+                let read = self.object.bytes_read() - before;
+                self.metrics.bytes_scanned.add(read as usize);
+                self.progress.read.fetch_add(read, Ordering::Relaxed);
+                found
+            } else {
+                None
+            };
             partial.matching.insert(row_group, found.map(Arc::<[u32]>::from));
         }
         for (range, page) in ranges.iter().zip(pages.iter_mut()) {
