@@ -99,7 +99,7 @@ fn evaluate(
         .with_batch_size(usize::try_from(rows).unwrap_or(usize::MAX).clamp(1, 1 << 16))
         .build()?;
     let mut matching = Vec::new();
-    let mut first = 0u32;
+    let mut first = 0u64;
     for batch in reader {
         let batch = batch?;
         let mut all: Option<BooleanArray> = None;
@@ -113,12 +113,16 @@ fn evaluate(
             });
         }
         let all = all.ok_or_else(|| missing("any filter"))?;
-        for i in 0..all.len() {
-            if all.is_valid(i) && all.value(i) {
-                matching.push(first + i as u32);
-            }
+        // A null (a null value compared) selects no row.
+        let selected = match all.nulls() {
+            Some(nulls) => all.values() & nulls.inner(),
+            None => all.values().clone(),
+        };
+        for i in selected.set_indices() {
+            let row = u32::try_from(first + i as u64).map_err(|_| missing("a row group under 2^32 rows"))?;
+            matching.push(row);
         }
-        first += u32::try_from(batch.num_rows()).map_err(|_| missing("a row group under 2^32 rows"))?;
+        first += batch.num_rows() as u64;
     }
     Ok(matching)
 }
