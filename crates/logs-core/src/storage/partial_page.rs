@@ -881,6 +881,29 @@ mod tests {
             }
         }
         assert!(sparse > 0 && dense > 0, "{sparse} sparse, {dense} dense");
+
+        // Values that compress well: a few rows whose values, at the page's average length,
+        // take three quarters of its bytes are refused without decompressing anything, though
+        // they would fit.
+        let mut rng = Rng(6);
+        let values: StringArray = (0..1_000).map(|_| Some(text(&mut rng, 400..401).repeat(4))).collect();
+        let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+        let file = write(&batch, properties(WriterVersion::PARQUET_1_0).build());
+        let mut refused = 0;
+        for page in data_pages(file.indexed.metadata(), 0) {
+            let header = parse_data_page(file.page(&page), false).unwrap();
+            let rows = page.len * 3 / 4 * header.num_values / header.uncompressed_size;
+            if rows == 0 || rows * 8 > header.num_values {
+                continue;
+            }
+            let few: Vec<u32> = (0..rows as u32).map(|i| i * 8).collect();
+            let before = rewriter.decompressed();
+            assert!(rewriter.rewrite_sparse(file.page(&page), false, &few).is_none(), "{page:?}");
+            assert_eq!(rewriter.decompressed(), before);
+            assert!(file.check(&mut rewriter, &page, false, &few), "{page:?}: it would fit");
+            refused += 1;
+        }
+        assert!(refused > 0, "no page compressed well enough");
     }
 
     /// A chunk whose dictionary fills up: its dictionary page and dictionary-encoded pages are
