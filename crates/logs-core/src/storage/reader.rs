@@ -267,9 +267,10 @@ impl ScanReader {
             let at = rewritable.get(&range.start)?;
             (range.end - range.start == at.size && page.len() as u64 == at.size).then_some(*at)
         };
-        // The rows of a row group are worked out only if the pages to rewrite outweigh the
-        // filter columns read for it: a scan that already found its rows through a page index
-        // reads few pages (and those of the filter columns only in part).
+        // The rows of a row group are worked out only if the pages to rewrite in one read
+        // outweigh the filter columns read for them: a scan that already found its rows through
+        // a page index reads few pages (and those of the filter columns only in part). A later
+        // read of the row group's pages may still outweigh them.
         let mut weight: HashMap<usize, u64> = HashMap::new();
         for at in ranges.iter().zip(pages.iter()).filter_map(wanted) {
             *weight.entry(at.row_group).or_default() += at.size;
@@ -278,20 +279,15 @@ impl ScanReader {
             if partial.matching.contains_key(&row_group) {
                 continue;
             }
-            let worth =
-                pages_bytes >= WORTH_FILTER_BYTES * filter_bytes(&footer, row_group, &partial.filters);
-            let found = if worth {
-                // The filter columns' reads count as the scan's.
-                let before = self.object.bytes_read();
-                let found =
-                    selection::matching_rows(&self.object, &footer, row_group, &partial.filters).await;
-                let read = self.object.bytes_read() - before;
-                self.metrics.bytes_scanned.add(read as usize);
-                self.progress.read.fetch_add(read, Ordering::Relaxed);
-                found
-            } else {
-                None
-            };
+            if pages_bytes < WORTH_FILTER_BYTES * filter_bytes(&footer, row_group, &partial.filters) {
+                continue;
+            }
+            // The filter columns' reads count as the scan's.
+            let before = self.object.bytes_read();
+            let found = selection::matching_rows(&self.object, &footer, row_group, &partial.filters).await;
+            let read = self.object.bytes_read() - before;
+            self.metrics.bytes_scanned.add(read as usize);
+            self.progress.read.fetch_add(read, Ordering::Relaxed);
             partial.matching.insert(row_group, found.map(Arc::<[u32]>::from));
         }
         for (range, page) in ranges.iter().zip(pages.iter_mut()) {
