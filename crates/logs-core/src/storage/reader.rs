@@ -263,16 +263,18 @@ impl ScanReader {
             return;
         };
         let rewritable = partial.pages.get_or_insert_with(|| rewritable_pages(&footer, &partial.filters));
-        let wanted = |(range, page): (&Range<u64>, &Bytes)| {
+        // A range is a page if it starts and ends where the offset index says (the bytes read
+        // for a range are always as long as it).
+        let wanted = |range: &Range<u64>| {
             let at = rewritable.get(&range.start)?;
-            (range.end - range.start == at.size && page.len() as u64 == at.size).then_some(*at)
+            (range.end - range.start == at.size).then_some(*at)
         };
         // The rows of a row group are worked out only if the pages to rewrite in one read
         // outweigh the filter columns read for them: a scan that already found its rows through
         // a page index reads few pages (and those of the filter columns only in part). A later
         // read of the row group's pages may still outweigh them.
         let mut weight: HashMap<usize, u64> = HashMap::new();
-        for at in ranges.iter().zip(pages.iter()).filter_map(wanted) {
+        for at in ranges.iter().filter_map(wanted) {
             *weight.entry(at.row_group).or_default() += at.size;
         }
         for (row_group, pages_bytes) in weight {
@@ -291,7 +293,7 @@ impl ScanReader {
             partial.matching.insert(row_group, found.map(Arc::<[u32]>::from));
         }
         for (range, page) in ranges.iter().zip(pages.iter_mut()) {
-            let Some(at) = wanted((range, page)) else { continue };
+            let Some(at) = wanted(range) else { continue };
             let Some(Some(matching)) = partial.matching.get(&at.row_group) else { continue };
             let from = matching.partition_point(|&row| u64::from(row) < at.first_row);
             let to = matching.partition_point(|&row| u64::from(row) < at.first_row + at.rows);
