@@ -926,3 +926,88 @@ mod read_ahead_tests {
         assert_eq!(gets, 2, "one GET per row group");
     }
 }
+
+#[cfg(test)]
+mod partial_tests {
+    use datafusion::arrow::array::{
+        ArrayRef, Int64Array, ListBuilder, RecordBatch, StringArray, StringBuilder,
+    };
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::basic::ZstdLevel;
+    use datafusion::parquet::file::metadata::PageIndexPolicy;
+    use datafusion::parquet::file::properties::WriterProperties;
+    use datafusion::parquet::schema::types::ColumnPath;
+
+    use super::*;
+
+    /// Only the pages of flat, zstd-compressed text columns that no filter tests are rewritten,
+    /// each placed by its row group, first row and rows.
+    #[test]
+    fn the_pages_rewritten_are_those_of_flat_zstd_texts_no_filter_tests() {
+        let texts = || Arc::new(StringArray::from_iter((0..25).map(|i| Some(format!("v{i}"))))) as ArrayRef;
+        let mut list = ListBuilder::new(StringBuilder::new());
+        for i in 0..25 {
+            list.values().append_value(format!("l{i}"));
+            list.append(true);
+        }
+        let columns: [(&str, ArrayRef); 6] = [
+            ("text", texts()),
+            ("number", Arc::new(Int64Array::from_iter_values(0..25))),
+            ("snappy", texts()),
+            ("filtered", texts()),
+            ("list", Arc::new(list.finish())),
+            ("required", Arc::new(StringArray::from_iter_values((0..25).map(|i| format!("r{i}"))))),
+        ];
+        let batch = RecordBatch::try_from_iter_with_nullable(
+            columns.into_iter().map(|(name, array)| (name, array, name != "required")),
+        )
+        .unwrap();
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_column_compression(ColumnPath::from("snappy"), Compression::SNAPPY)
+            .set_dictionary_enabled(false)
+            .set_max_row_group_row_count(Some(15))
+            .set_data_page_row_count_limit(10)
+            .set_write_batch_size(5)
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let footer = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Required)
+            .parse_and_finish(&Bytes::from(bytes))
+            .unwrap();
+        let filters = [("filtered".to_owned(), "v1".to_owned())];
+        let pages = rewritable_pages(&footer, &filters);
+        let mut found: Vec<(usize, usize, u64, u64, bool)> = pages
+            .iter()
+            .map(|(offset, p)| {
+                let column = footer.row_group(p.row_group).columns().iter().position(|c| {
+                    let (start, length) = c.byte_range();
+                    (start..start + length).contains(offset)
+                });
+                (p.row_group, column.unwrap(), p.first_row, p.rows, p.optional)
+            })
+            .collect();
+        found.sort();
+        // Row groups of 15 and 10 rows, pages of at most 10 rows.
+        let expected = vec![
+            (0, 0, 0, 10, true),
+            (0, 0, 10, 5, true),
+            (0, 5, 0, 10, false),
+            (0, 5, 10, 5, false),
+            (1, 0, 0, 10, true),
+            (1, 5, 0, 10, false),
+        ];
+        assert_eq!(found, expected);
+        for (offset, page) in &pages {
+            let index = &footer.offset_index().unwrap()[page.row_group];
+            assert!(index.iter().any(|c| {
+                c.page_locations()
+                    .iter()
+                    .any(|l| l.offset as u64 == *offset && l.compressed_page_size as u64 == page.size)
+            }));
+        }
+    }
+}
