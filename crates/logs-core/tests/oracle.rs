@@ -145,6 +145,17 @@ fn random_query(rng: &mut StdRng, records: &Records) -> String {
     query
 }
 
+/// Runs `query` and checks its rows against the oracle's. Returns whether any row matched, and
+/// the pages the scan decompressed only partially.
+async fn check_query(engine: &logs_core::Engine, records: &Records, query: &str) -> (bool, usize) {
+    let request = request(query);
+    let expected = records.answer(&request);
+    let matched = !expected.is_empty();
+    let (rows, export) = export_rows(engine, &request).await;
+    assert_matches_oracle(query, &request, rows, expected);
+    (matched, export.metric("pages_decompressed_partially").map_or(0, |m| m.as_usize()))
+}
+
 /// Runs `requests` random requests over `root` and checks each against the oracle. Returns
 /// the pages the scans decompressed only partially.
 async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usize) -> usize {
@@ -155,13 +166,9 @@ async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usiz
     let mut non_empty = 0;
     let mut partially = 0;
     for _ in 0..requests {
-        let query = random_query(&mut rng, &records);
-        let request = request(&query);
-        let expected = records.answer(&request);
-        non_empty += usize::from(!expected.is_empty());
-        let (got, export) = export_rows(&engine, &request).await;
-        assert_matches_oracle(&query, &request, got, expected);
-        partially += export.metric("pages_decompressed_partially").map_or(0, |m| m.as_usize());
+        let (matched, rewritten) = check_query(&engine, &records, &random_query(&mut rng, &records)).await;
+        non_empty += usize::from(matched);
+        partially += rewritten;
     }
     assert!(
         non_empty >= requests / 3,
@@ -170,23 +177,26 @@ async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usiz
     partially
 }
 
-/// Rewrites every file below `root` as other tools write them with zstd: columns
-/// dictionary-encoded until the dictionary is full and plain after that, small pages, data
-/// pages of `version` (the values still plain after the dictionary, as pyarrow writes version 2
-/// pages), with or without an offset index.
+/// How other tools write files with zstd: columns dictionary-encoded until the dictionary is
+/// full and plain after that, small pages, data pages of `version` (the values still plain
+/// after the dictionary, as pyarrow writes version 2 pages), with or without an offset index.
+fn zstd_properties(version: WriterVersion, offset_index: bool) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_writer_version(version)
+        .set_encoding(Encoding::PLAIN)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_offset_index_disabled(!offset_index)
+        .set_dictionary_page_size_limit(2048)
+        .set_write_batch_size(37)
+        .set_data_page_row_count_limit(37)
+        .build()
+}
+
+/// Rewrites every file below `root` with [`zstd_properties`].
 fn rewrite_with_zstd(root: &std::path::Path, version: WriterVersion, offset_index: bool) {
     for path in parquet_files(root) {
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_writer_version(version)
-            .set_encoding(Encoding::PLAIN)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_offset_index_disabled(!offset_index)
-            .set_dictionary_page_size_limit(2048)
-            .set_write_batch_size(37)
-            .set_data_page_row_count_limit(37)
-            .build();
-        rewrite(&path, properties);
+        rewrite(&path, zstd_properties(version, offset_index));
     }
 }
 
@@ -325,28 +335,13 @@ async fn empty_filter_values_select_only_rows_whose_value_is_empty() {
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let dir = generate(6000, 7);
     let root = data_root(&dir);
-    rewrite_with_zstd(&root, WriterVersion::PARQUET_1_0, false);
     for path in parquet_files(&root) {
         let file = std::fs::File::open(&path).unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
-        let metadata = reader.metadata().clone();
-        let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_encoding(Encoding::PLAIN)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_offset_index_disabled(true)
-            .set_dictionary_page_size_limit(2048)
-            .set_write_batch_size(37)
-            .set_data_page_row_count_limit(37)
-            .build();
-        assert!(metadata.file_metadata().num_rows() > 0);
-        let mut writer = ArrowWriter::try_new(
-            std::fs::File::create(&path).unwrap(),
-            batches[0].schema(),
-            Some(properties),
-        )
-        .unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+        let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        let properties = zstd_properties(WriterVersion::PARQUET_1_0, false);
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = ArrowWriter::try_new(file, batches[0].schema(), Some(properties)).unwrap();
         for batch in batches {
             let index = batch.schema().index_of("city").unwrap();
             let city = batch.column(index).as_string::<i32>();
@@ -368,12 +363,9 @@ async fn empty_filter_values_select_only_rows_whose_value_is_empty() {
             let query = format!(
                 "application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error,error_json,city,os_name&{filters}"
             );
-            let request = request(&query);
-            let expected = records.answer(&request);
-            non_empty += usize::from(!expected.is_empty());
-            let (rows, export) = export_rows(&engine, &request).await;
-            assert_matches_oracle(&query, &request, rows, expected);
-            partially += export.metric("pages_decompressed_partially").map_or(0, |m| m.as_usize());
+            let (matched, rewritten) = check_query(&engine, &records, &query).await;
+            non_empty += usize::from(matched);
+            partially += rewritten;
         }
     }
     assert!(non_empty > 0 && partially > 0, "{non_empty} requests matched rows, {partially} pages rewritten");

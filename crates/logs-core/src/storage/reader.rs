@@ -35,9 +35,8 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
-use datafusion::parquet::basic::{Compression, Type as PhysicalType};
 use datafusion::parquet::errors::{ParquetError, Result as ParquetResult};
-use datafusion::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -47,9 +46,8 @@ use crate::storage::catalog::SelectedFile;
 use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
 use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
-use crate::storage::partial_page::PageRewriter;
 use crate::storage::read_ahead::{READ_AHEAD_LIMIT, ReadAhead};
-use crate::storage::selection::{self, TextFilters};
+use crate::storage::selection::{PartialPages, TextFilters};
 
 /// How far the scan of one export has got through its files' bytes: what it has read, plus,
 /// for each file whose pages it has finished reading, the bytes it did not need (pruned pages
@@ -145,14 +143,11 @@ impl ParquetFileReaderFactory for ScanReaders {
         let pages_read_ahead = MetricBuilder::new(metrics)
             .with_new_label("filename", file.path().to_string())
             .counter("pages_read_ahead", partition_index);
-        let partial = self.filters.clone().map(|filters| Partial {
-            filters,
-            pages: None,
-            matching: HashMap::new(),
-            rewriter: PageRewriter::new(),
-            rewritten: MetricBuilder::new(metrics)
+        let partial = self.filters.clone().map(|filters| {
+            let rewritten = MetricBuilder::new(metrics)
                 .with_new_label("filename", file.path().to_string())
-                .counter("pages_decompressed_partially", partition_index),
+                .counter("pages_decompressed_partially", partition_index);
+            PartialPages::new(filters, rewritten)
         });
         let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
         Ok(Box::new(ScanReader {
@@ -192,7 +187,7 @@ pub(crate) struct ScanReader {
     /// Built from the footer and `columns` on the first read of several ranges.
     read_ahead: Option<ReadAhead>,
     /// Pages decompressed only as far as the export's rows, if it has equality filters.
-    partial: Option<Partial>,
+    partial: Option<PartialPages>,
     metadata_cache: Arc<FileMetadataCache>,
     progress: Arc<ScanProgress>,
     /// Whether this reader read pages (DataFusion opens a file through one reader for its
@@ -252,60 +247,13 @@ impl ScanReader {
     }
 
     /// Replaces each page of `pages` (read for `ranges`) that holds a text column's values
-    /// with one that holds only the values of the rows the export's filters select, its
-    /// other values left empty (`partial_page.rs`). A page that cannot be rewritten, or whose
-    /// rows cannot be worked out, is left as it is.
+    /// with one that holds only the values of the rows the export's filters select
+    /// (`selection.rs`). The filter columns' reads count as the scan's.
     async fn decompress_partially(&mut self, ranges: &[Range<u64>], pages: &mut [Bytes]) {
+        let Some(footer) = self.footer() else { return };
         let Some(partial) = self.partial.as_mut() else { return };
-        let Some(footer) =
-            self.footer.clone().or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()))
-        else {
-            return;
-        };
-        let rewritable = partial.pages.get_or_insert_with(|| rewritable_pages(&footer, &partial.filters));
-        // A range is a page if it starts and ends where the offset index says (the bytes read
-        // for a range are always as long as it).
-        let wanted = |range: &Range<u64>| {
-            let at = rewritable.get(&range.start)?;
-            (range.end - range.start == at.size).then_some(*at)
-        };
-        // The rows of a row group are worked out only if the pages to rewrite in one read
-        // outweigh the filter columns read for them: a scan that already found its rows through
-        // a page index reads few pages (and those of the filter columns only in part). A later
-        // read of the row group's pages may still outweigh them.
-        let mut weight: HashMap<usize, u64> = HashMap::new();
-        for at in ranges.iter().filter_map(wanted) {
-            *weight.entry(at.row_group).or_default() += at.size;
-        }
-        for (row_group, pages_bytes) in weight {
-            if partial.matching.contains_key(&row_group) {
-                continue;
-            }
-            if pages_bytes < WORTH_FILTER_BYTES * filter_bytes(&footer, row_group, &partial.filters) {
-                continue;
-            }
-            // The filter columns' reads count as the scan's.
-            let before = self.object.bytes_read();
-            let found = selection::matching_rows(&self.object, &footer, row_group, &partial.filters).await;
-            let read = self.object.bytes_read() - before;
-            self.metrics.bytes_scanned.add(read as usize);
-            self.progress.read.fetch_add(read, Ordering::Relaxed);
-            partial.matching.insert(row_group, found.map(Arc::<[u32]>::from));
-        }
-        for (range, page) in ranges.iter().zip(pages.iter_mut()) {
-            let Some(at) = wanted(range) else { continue };
-            let Some(Some(matching)) = partial.matching.get(&at.row_group) else { continue };
-            let from = matching.partition_point(|&row| u64::from(row) < at.first_row);
-            let to = matching.partition_point(|&row| u64::from(row) < at.first_row + at.rows);
-            let rows: Vec<u32> = matching[from..to].iter().map(|&row| row - at.first_row as u32).collect();
-            if rows.is_empty() {
-                continue;
-            }
-            if let Some(rewritten) = partial.rewriter.rewrite_sparse(page, at.optional, &rows) {
-                partial.rewritten.add(1);
-                *page = rewritten;
-            }
-        }
+        let read = partial.rewrite(&self.object, &footer, ranges, pages).await;
+        self.scanned(read);
     }
 
     /// Reads the ranges of `ranges` at `indices` into the same places of `out`, in one call.
@@ -373,90 +321,6 @@ impl ScanReader {
         let dictionary = |r: &Range<u64>| pages.get(&r.start).filter(|data| data.start == r.end).cloned();
         ranges.iter().enumerate().filter_map(|(i, r)| Some((i, dictionary(r)?))).collect()
     }
-}
-
-/// How many times the bytes of the filter columns' chunks of a row group the pages to rewrite
-/// must weigh for the rows to be worked out (`selection.rs` reads those chunks whole).
-const WORTH_FILTER_BYTES: u64 = 4;
-
-/// The compressed bytes of the chunks of `row_group` that `filters` test.
-fn filter_bytes(footer: &ParquetMetaData, row_group: usize, filters: &[(String, String)]) -> u64 {
-    let columns = footer.row_group(row_group).columns();
-    let tested = |c: &&ColumnChunkMetaData| {
-        filters.iter().any(|(name, _)| c.column_path().parts() == std::slice::from_ref(name))
-    };
-    columns.iter().filter(tested).map(|c| c.compressed_size().max(0) as u64).sum()
-}
-
-/// What decompressing pages partially needs: the filters, the pages it applies to, and the
-/// rows the filters select in each row group read so far.
-#[derive(Debug)]
-struct Partial {
-    filters: TextFilters,
-    /// Built from the footer on the first read of several ranges.
-    pages: Option<HashMap<u64, RewritablePage>>,
-    /// By row group: the rows the filters select, or `None` if they could not be worked out.
-    matching: HashMap<usize, Option<Arc<[u32]>>>,
-    rewriter: PageRewriter,
-    rewritten: Count,
-}
-
-/// A data page of a text column that `PageRewriter` may rewrite.
-#[derive(Debug, Clone, Copy)]
-struct RewritablePage {
-    row_group: usize,
-    /// Its first row, within the row group, and how many rows it holds.
-    first_row: u64,
-    rows: u64,
-    /// Its length in bytes, header included.
-    size: u64,
-    /// Whether the column has nulls (a definition level).
-    optional: bool,
-}
-
-/// By offset: the data pages `footer`'s offset index places in the zstd-compressed chunks of
-/// flat text columns other than those `filters` test (their pages are left whole, so that the
-/// filters are evaluated on their values).
-fn rewritable_pages(footer: &ParquetMetaData, filters: &[(String, String)]) -> HashMap<u64, RewritablePage> {
-    let mut out = HashMap::new();
-    let Some(offset_index) = footer.offset_index() else { return out };
-    for (row_group, (meta, indexes)) in footer.row_groups().iter().zip(offset_index).enumerate() {
-        for (column, index) in meta.columns().iter().zip(indexes) {
-            let descr = column.column_descr();
-            let filtered = filters.iter().any(|(name, _)| descr.path().parts() == std::slice::from_ref(name));
-            if filtered
-                || descr.physical_type() != PhysicalType::BYTE_ARRAY
-                || descr.max_rep_level() != 0
-                || descr.max_def_level() > 1
-                || !matches!(column.compression(), Compression::ZSTD(_))
-            {
-                continue;
-            }
-            let locations = index.page_locations();
-            for (i, page) in locations.iter().enumerate() {
-                let end = locations.get(i + 1).map_or(meta.num_rows(), |next| next.first_row_index);
-                let (Ok(first_row), Ok(end), Ok(size)) = (
-                    u64::try_from(page.first_row_index),
-                    u64::try_from(end),
-                    u64::try_from(page.compressed_page_size),
-                ) else {
-                    continue;
-                };
-                if end <= first_row || end - first_row > u64::from(u32::MAX) {
-                    continue;
-                }
-                let at = RewritablePage {
-                    row_group,
-                    first_row,
-                    rows: end - first_row,
-                    size,
-                    optional: descr.max_def_level() == 1,
-                };
-                out.insert(page.offset as u64, at);
-            }
-        }
-    }
-    out
 }
 
 /// Whether `pages` (read for `ranges`) hold at least one data page in `data_pages`, and none
@@ -924,90 +788,5 @@ mod read_ahead_tests {
         // Without reading ahead: the `id` pages, then the other columns' pages, per row group.
         assert_eq!(gets_without, 4);
         assert_eq!(gets, 2, "one GET per row group");
-    }
-}
-
-#[cfg(test)]
-mod partial_tests {
-    use datafusion::arrow::array::{
-        ArrayRef, Int64Array, ListBuilder, RecordBatch, StringArray, StringBuilder,
-    };
-    use datafusion::parquet::arrow::ArrowWriter;
-    use datafusion::parquet::basic::ZstdLevel;
-    use datafusion::parquet::file::metadata::PageIndexPolicy;
-    use datafusion::parquet::file::properties::WriterProperties;
-    use datafusion::parquet::schema::types::ColumnPath;
-
-    use super::*;
-
-    /// Only the pages of flat, zstd-compressed text columns that no filter tests are rewritten,
-    /// each placed by its row group, first row and rows.
-    #[test]
-    fn the_pages_rewritten_are_those_of_flat_zstd_texts_no_filter_tests() {
-        let texts = || Arc::new(StringArray::from_iter((0..25).map(|i| Some(format!("v{i}"))))) as ArrayRef;
-        let mut list = ListBuilder::new(StringBuilder::new());
-        for i in 0..25 {
-            list.values().append_value(format!("l{i}"));
-            list.append(true);
-        }
-        let columns: [(&str, ArrayRef); 6] = [
-            ("text", texts()),
-            ("number", Arc::new(Int64Array::from_iter_values(0..25))),
-            ("snappy", texts()),
-            ("filtered", texts()),
-            ("list", Arc::new(list.finish())),
-            ("required", Arc::new(StringArray::from_iter_values((0..25).map(|i| format!("r{i}"))))),
-        ];
-        let batch = RecordBatch::try_from_iter_with_nullable(
-            columns.into_iter().map(|(name, array)| (name, array, name != "required")),
-        )
-        .unwrap();
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_column_compression(ColumnPath::from("snappy"), Compression::SNAPPY)
-            .set_dictionary_enabled(false)
-            .set_max_row_group_row_count(Some(15))
-            .set_data_page_row_count_limit(10)
-            .set_write_batch_size(5)
-            .build();
-        let mut bytes = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
-        let footer = ParquetMetaDataReader::new()
-            .with_page_index_policy(PageIndexPolicy::Required)
-            .parse_and_finish(&Bytes::from(bytes))
-            .unwrap();
-        let filters = [("filtered".to_owned(), "v1".to_owned())];
-        let pages = rewritable_pages(&footer, &filters);
-        let mut found: Vec<(usize, usize, u64, u64, bool)> = pages
-            .iter()
-            .map(|(offset, p)| {
-                let column = footer.row_group(p.row_group).columns().iter().position(|c| {
-                    let (start, length) = c.byte_range();
-                    (start..start + length).contains(offset)
-                });
-                (p.row_group, column.unwrap(), p.first_row, p.rows, p.optional)
-            })
-            .collect();
-        found.sort();
-        // Row groups of 15 and 10 rows, pages of at most 10 rows.
-        let expected = vec![
-            (0, 0, 0, 10, true),
-            (0, 0, 10, 5, true),
-            (0, 5, 0, 10, false),
-            (0, 5, 10, 5, false),
-            (1, 0, 0, 10, true),
-            (1, 5, 0, 10, false),
-        ];
-        assert_eq!(found, expected);
-        for (offset, page) in &pages {
-            let index = &footer.offset_index().unwrap()[page.row_group];
-            assert!(index.iter().any(|c| {
-                c.page_locations()
-                    .iter()
-                    .any(|l| l.offset as u64 == *offset && l.compressed_page_size as u64 == page.size)
-            }));
-        }
     }
 }

@@ -1,0 +1,700 @@
+//! `PageRewriter` against parquet-rs: rewritten pages spliced into files it wrote and read back.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, RecordBatch, StringArray, UInt32Array,
+};
+use datafusion::arrow::compute::{cast, concat, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
+use datafusion::parquet::arrow::{ArrowWriter, ProjectionMask};
+use datafusion::parquet::basic::{Compression, Encoding, ZstdLevel};
+use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use datafusion::parquet::file::properties::{
+    EnabledStatistics, WriterProperties, WriterPropertiesBuilder, WriterVersion,
+};
+
+use super::*;
+use crate::storage::page_headers::dictionary_encoded;
+
+const VERSIONS: [WriterVersion; 2] = [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0];
+
+/// splitmix64: deterministic data and row choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Log-like text with multi-byte characters, of at least a length in `lens` (none for 0).
+fn text(rng: &mut Rng, lens: std::ops::Range<usize>) -> String {
+    let len = lens.start + rng.below(lens.len().max(1));
+    const WORDS: [&str; 10] = [
+        "GET /api/v1/users",
+        "status=200",
+        "timeout",
+        "café",
+        "日本語",
+        "user=",
+        "\n",
+        "latency_ms=",
+        "ok",
+        "é",
+    ];
+    let mut text = String::new();
+    while text.len() < len {
+        text.push_str(WORDS[rng.below(WORDS.len())]);
+        text.push_str(&rng.below(100_000).to_string());
+        text.push(' ');
+    }
+    text
+}
+
+/// Zstd, PLAIN byte arrays (writer v2 would otherwise fall back to DELTA_BYTE_ARRAY), pages
+/// of 100 rows at most, an offset index and page statistics, and v2 pages compressed even
+/// where that does not make them smaller (as other writers do).
+fn properties(version: WriterVersion) -> WriterPropertiesBuilder {
+    WriterProperties::builder()
+        .set_writer_version(version)
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_dictionary_enabled(false)
+        .set_encoding(Encoding::PLAIN)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_data_page_row_count_limit(100)
+        .set_write_batch_size(10)
+        .set_data_page_v2_compression_ratio_threshold(1e6)
+}
+
+/// A file written in memory, its values, and its metadata as three readers see it.
+struct Written {
+    bytes: Bytes,
+    /// Each column's values, whole.
+    values: Vec<ArrayRef>,
+    /// With the page index: pages are sliced by their offset-index locations.
+    indexed: ArrowReaderMetadata,
+    /// The same, decoding strings and binaries as views.
+    views: ArrowReaderMetadata,
+    /// Without the page index: pages are found by walking their headers.
+    walked: ArrowReaderMetadata,
+}
+
+fn write(batch: &RecordBatch, properties: WriterProperties) -> Written {
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties)).unwrap();
+    writer.write(batch).unwrap();
+    writer.close().unwrap();
+    let bytes = Bytes::from(bytes);
+    let indexed_options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+    let indexed = ArrowReaderMetadata::load(&bytes, indexed_options.clone()).unwrap();
+    let view_fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 => f.as_ref().clone().with_data_type(DataType::Utf8View),
+            DataType::Binary => f.as_ref().clone().with_data_type(DataType::BinaryView),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    let view_options = indexed_options.with_schema(Arc::new(Schema::new(view_fields)));
+    let views = ArrowReaderMetadata::try_new(Arc::clone(indexed.metadata()), view_options).unwrap();
+    let walked = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new()).unwrap();
+    assert!(walked.metadata().offset_index().is_none());
+    let values = (0..batch.num_columns()).map(|c| read_column(&bytes, &indexed, c, None).unwrap()).collect();
+    Written { bytes, values, indexed, views, walked }
+}
+
+/// Column `column` of the file, or only the rows `rows` (row group, rows of it) selects.
+fn read_column(
+    bytes: &Bytes,
+    meta: &ArrowReaderMetadata,
+    column: usize,
+    rows: Option<(usize, Vec<RowSelector>)>,
+) -> Result<ArrayRef, String> {
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta.clone());
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [column]);
+    let mut builder = builder.with_projection(mask);
+    if let Some((row_group, selectors)) = rows {
+        builder = builder.with_row_groups(vec![row_group]).with_row_selection(RowSelection::from(selectors));
+    }
+    let reader = builder.build().map_err(|e| e.to_string())?;
+    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(0).as_ref()).collect();
+    concat(&arrays).map_err(|e| e.to_string())
+}
+
+/// A data page, as the offset index locates it.
+#[derive(Debug, Clone)]
+struct Page {
+    column: usize,
+    row_group: usize,
+    /// The file's row that is the page's first.
+    first_row: usize,
+    rows: usize,
+    offset: usize,
+    len: usize,
+}
+
+fn data_pages(meta: &ParquetMetaData, column: usize) -> Vec<Page> {
+    let mut pages = Vec::new();
+    let mut group_start = 0;
+    for (row_group, index) in meta.offset_index().unwrap().iter().enumerate() {
+        let locations = index[column].page_locations();
+        let group_rows = meta.row_group(row_group).num_rows() as usize;
+        for (i, location) in locations.iter().enumerate() {
+            let first = location.first_row_index as usize;
+            let end = locations.get(i + 1).map_or(group_rows, |next| next.first_row_index as usize);
+            pages.push(Page {
+                column,
+                row_group,
+                first_row: group_start + first,
+                rows: end - first,
+                offset: location.offset as usize,
+                len: location.compressed_page_size as usize,
+            });
+        }
+        group_start += group_rows;
+    }
+    pages
+}
+
+impl Written {
+    fn page(&self, page: &Page) -> &[u8] {
+        &self.bytes[page.offset..page.offset + page.len]
+    }
+
+    /// The file with `page` replaced by `bytes`.
+    fn spliced(&self, page: &Page, bytes: &[u8]) -> Bytes {
+        let mut spliced = self.bytes.to_vec();
+        spliced[page.offset..page.offset + page.len].copy_from_slice(bytes);
+        Bytes::from(spliced)
+    }
+
+    /// Rows `rows` of `page`, read from `bytes` (this file, or one spliced into it).
+    fn read_rows(
+        &self,
+        bytes: &Bytes,
+        meta: &ArrowReaderMetadata,
+        page: &Page,
+        rows: &[u32],
+    ) -> Result<ArrayRef, String> {
+        let group_start: usize =
+            (0..page.row_group).map(|g| self.indexed.metadata().row_group(g).num_rows() as usize).sum();
+        let mut selectors = Vec::new();
+        let mut at = group_start;
+        for &row in rows {
+            let row = page.first_row + row as usize;
+            if row > at {
+                selectors.push(RowSelector::skip(row - at));
+            }
+            selectors.push(RowSelector::select(1));
+            at = row + 1;
+        }
+        read_column(bytes, meta, page.column, Some((page.row_group, selectors)))
+    }
+
+    /// The file's values at rows `rows` of `page`.
+    fn expected(&self, page: &Page, rows: &[u32]) -> ArrayRef {
+        let indices: UInt32Array = rows.iter().map(|&r| page.first_row as u32 + r).collect();
+        take(&self.values[page.column], &indices, None).unwrap()
+    }
+
+    /// Rewrites `page` for `rows`; if it was, splices it in and asserts that the three
+    /// readers read the file's own values at those rows from it. Returns whether it was.
+    fn check(&self, rewriter: &mut PageRewriter, page: &Page, optional: bool, rows: &[u32]) -> bool {
+        let original = self.page(page);
+        let Some(rewritten) = rewriter.rewrite(original, optional, rows) else { return false };
+        assert_eq!(rewritten.len(), original.len());
+        assert_ne!(&rewritten[..], original, "{page:?}");
+        let spliced = self.spliced(page, &rewritten);
+        let expected = self.expected(page, rows);
+        for meta in [&self.indexed, &self.walked, &self.views] {
+            let got = self
+                .read_rows(&spliced, meta, page, rows)
+                .unwrap_or_else(|e| panic!("{page:?} {rows:?}: {e}"));
+            let got = cast(&got, expected.data_type()).unwrap();
+            assert_eq!(&got, &expected, "{page:?} {rows:?}");
+        }
+        true
+    }
+}
+
+/// First row, last row, a middle row, up to 5 scattered rows.
+fn selections(rng: &mut Rng, rows: usize) -> Vec<Vec<u32>> {
+    let n = rows as u32;
+    let mut scattered: Vec<u32> = (0..5).map(|_| rng.below(rows) as u32).collect();
+    scattered.sort_unstable();
+    scattered.dedup();
+    vec![vec![0], vec![n - 1], vec![n / 2], scattered]
+}
+
+/// 1 000 rows in two row groups: a required text column (with empty strings), an optional
+/// one (random nulls and runs of them), and a binary column of random bytes (mostly not
+/// UTF-8, some empty).
+fn mixed_batch() -> RecordBatch {
+    let mut rng = Rng(1);
+    let rows = 1_000;
+    let required: StringArray =
+        (0..rows).map(|i| Some(if i % 13 == 0 { String::new() } else { text(&mut rng, 0..150) })).collect();
+    let optional: StringArray = (0..rows)
+        .map(|i| {
+            let null_run = (150..210).contains(&i) || (430..445).contains(&i) || (820..890).contains(&i);
+            (!null_run && rng.below(10) >= 3).then(|| text(&mut rng, 0..120))
+        })
+        .collect();
+    let binary: BinaryArray = (0..rows)
+        .map(|i| {
+            let len = if i % 11 == 0 { 0 } else { rng.below(100) };
+            Some((0..len).map(|_| rng.next() as u8).collect::<Vec<u8>>())
+        })
+        .collect();
+    let columns: [(&str, ArrayRef); 3] =
+        [("required", Arc::new(required)), ("optional", Arc::new(optional)), ("binary", Arc::new(binary))];
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+fn rewritten_pages_read_back_as_written(version: WriterVersion) {
+    let file = write(&mixed_batch(), properties(version).set_max_row_group_row_count(Some(600)).build());
+    let meta = file.indexed.metadata();
+    assert_eq!(meta.num_row_groups(), 2);
+    let mut rewriter = PageRewriter::new();
+    let mut rng = Rng(2);
+    let mut all_but_one = 0;
+    for (column, optional) in [(0, false), (1, true), (2, false)] {
+        let pages = data_pages(meta, column);
+        assert!(pages.len() >= 10, "{} pages", pages.len());
+        for page in &pages {
+            for rows in selections(&mut rng, page.rows) {
+                assert!(file.check(&mut rewriter, page, optional, &rows), "{page:?} {rows:?}");
+            }
+            // Every row: no value is left to hold the padding.
+            let every: Vec<u32> = (0..page.rows as u32).collect();
+            assert!(rewriter.rewrite(file.page(page), optional, &every).is_none());
+            // Every row but the last value: fits where the values do not compress.
+            let values = file.expected(page, &every);
+            let last = every.iter().rposition(|&r| values.is_valid(r as usize)).unwrap();
+            let rows = [&every[..last], &every[last + 1..]].concat();
+            if file.check(&mut rewriter, page, optional, &rows) {
+                all_but_one += 1;
+            }
+            if optional {
+                // Only null rows: nothing of a v2 page is decompressed.
+                let nulls: Vec<u32> = every.iter().copied().filter(|&r| values.is_null(r as usize)).collect();
+                assert!(!nulls.is_empty() && nulls.len() < page.rows, "{page:?}");
+                let before = rewriter.decompressed();
+                assert!(file.check(&mut rewriter, page, optional, &nulls), "{page:?}");
+                if version == WriterVersion::PARQUET_2_0 {
+                    assert_eq!(rewriter.decompressed(), before);
+                }
+            }
+        }
+    }
+    // Pages of random bytes, where the value left out is longer than the header grows.
+    assert!(all_but_one > 0);
+}
+
+#[test]
+fn rewritten_v1_pages_read_back_as_written() {
+    rewritten_pages_read_back_as_written(WriterVersion::PARQUET_1_0);
+}
+
+#[test]
+fn rewritten_v2_pages_read_back_as_written() {
+    rewritten_pages_read_back_as_written(WriterVersion::PARQUET_2_0);
+}
+
+/// Pages of about 300 KB of text, several zstd blocks each: a first row is read without
+/// decompressing the page whole, a last row with.
+#[test]
+fn decompression_stops_after_the_last_selected_value() {
+    let mut rng = Rng(3);
+    let values: StringArray = (0..60).map(|_| Some(text(&mut rng, 20_000..40_000))).collect();
+    let batch = RecordBatch::try_from_iter([("long", Arc::new(values) as ArrayRef)]).unwrap();
+    for version in VERSIONS {
+        let properties = properties(version).set_write_batch_size(2).set_data_page_size_limit(256 * 1024);
+        let file = write(&batch, properties.build());
+        let pages = data_pages(file.indexed.metadata(), 0);
+        assert!(pages.len() >= 4, "{} pages", pages.len());
+        let mut rewriter = PageRewriter::new();
+        // The last page may be short.
+        for page in &pages[..pages.len() - 1] {
+            let size = parse_data_page(file.page(page), false).unwrap().uncompressed_size as u64;
+            assert!(size > 2 * 128 * 1024, "{size}");
+            let before = rewriter.decompressed();
+            assert!(file.check(&mut rewriter, page, false, &[0]));
+            let first = rewriter.decompressed() - before;
+            let needed = 4 + file.values[0].as_string::<i32>().value(page.first_row).len() as u64;
+            assert!(first < size / 2 && first < needed + WINDOW as u64, "{first} of {size}");
+            let before = rewriter.decompressed();
+            assert!(file.check(&mut rewriter, page, false, &[page.rows as u32 - 1]));
+            assert_eq!(rewriter.decompressed() - before, size);
+        }
+    }
+}
+
+/// `rewrite_sparse` rewrites a page for one row in eight or fewer, and only while their
+/// values at the page's average length take at most half its bytes; otherwise it leaves
+/// the page as it is without decompressing any of it.
+#[test]
+fn only_sparse_selections_are_rewritten() {
+    let batch = mixed_batch();
+    let file = write(&batch, properties(WriterVersion::PARQUET_1_0).build());
+    let mut rewriter = PageRewriter::new();
+    let (mut sparse, mut dense) = (0, 0);
+    for page in data_pages(file.indexed.metadata(), 0) {
+        let header = parse_data_page(file.page(&page), false).unwrap();
+        let eighth = (page.rows / 8) as u32;
+        let fits = |rows: u32| header.uncompressed_size * rows as usize / header.num_values <= page.len / 2;
+        if eighth == 0 {
+            continue;
+        }
+        let before = rewriter.decompressed();
+        let every: Vec<u32> = (0..eighth + 1).map(|i| i * 7).filter(|&r| (r as usize) < page.rows).collect();
+        if every.len() as u32 == eighth + 1 {
+            assert!(rewriter.rewrite_sparse(file.page(&page), false, &every).is_none(), "{page:?}");
+            assert_eq!(rewriter.decompressed(), before, "nothing is decompressed for a dense selection");
+            dense += 1;
+        }
+        let few: Vec<u32> = (0..eighth).map(|i| i * 8).collect();
+        let rewritten = rewriter.rewrite_sparse(file.page(&page), false, &few);
+        assert_eq!(rewritten.is_some(), fits(eighth), "{page:?}");
+        if rewritten.is_some() {
+            assert!(file.check(&mut rewriter, &page, false, &few));
+            sparse += 1;
+        }
+    }
+    assert!(sparse > 0 && dense > 0, "{sparse} sparse, {dense} dense");
+
+    // Values that compress well: a few rows whose values, at the page's average length,
+    // take three quarters of its bytes are refused without decompressing anything, though
+    // they would fit.
+    let mut rng = Rng(6);
+    let values: StringArray = (0..1_000).map(|_| Some(text(&mut rng, 400..401).repeat(4))).collect();
+    let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+    let file = write(&batch, properties(WriterVersion::PARQUET_1_0).build());
+    let mut refused = 0;
+    for page in data_pages(file.indexed.metadata(), 0) {
+        let header = parse_data_page(file.page(&page), false).unwrap();
+        let rows = page.len * 3 / 4 * header.num_values / header.uncompressed_size;
+        if rows == 0 || rows * 8 > header.num_values {
+            continue;
+        }
+        let few: Vec<u32> = (0..rows as u32).map(|i| i * 8).collect();
+        let before = rewriter.decompressed();
+        assert!(rewriter.rewrite_sparse(file.page(&page), false, &few).is_none(), "{page:?}");
+        assert_eq!(rewriter.decompressed(), before);
+        assert!(file.check(&mut rewriter, &page, false, &few), "{page:?}: it would fit");
+        refused += 1;
+    }
+    assert!(refused > 0, "no page compressed well enough");
+}
+
+/// A chunk whose dictionary fills up: its dictionary page and dictionary-encoded pages are
+/// left as they are, its PLAIN pages are rewritten.
+#[test]
+fn only_plain_pages_after_dictionary_fallback_are_rewritten() {
+    let mut rng = Rng(4);
+    let values: StringArray =
+        (0..1_000).map(|i| (i % 5 != 0).then(|| format!("{i} {}", text(&mut rng, 40..41)))).collect();
+    let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+    for version in VERSIONS {
+        let properties =
+            properties(version).set_dictionary_enabled(true).set_dictionary_page_size_limit(2_048).build();
+        let file = write(&batch, properties);
+        let (mut dictionary, mut plain) = (0, 0);
+        let mut rewriter = PageRewriter::new();
+        for page in data_pages(file.indexed.metadata(), 0) {
+            let rows = [0, page.rows as u32 / 3, page.rows as u32 - 1];
+            if dictionary_encoded(file.page(&page)).unwrap() {
+                dictionary += 1;
+                assert!(rewriter.rewrite(file.page(&page), true, &rows).is_none());
+            } else {
+                plain += 1;
+                assert!(file.check(&mut rewriter, &page, true, &rows));
+            }
+        }
+        assert!(dictionary > 0 && plain > 0, "{dictionary} {plain}");
+        let chunk = file.indexed.metadata().row_group(0).column(0);
+        let start = chunk.dictionary_page_offset().unwrap() as usize;
+        let end = chunk.data_page_offset() as usize;
+        assert!(rewriter.rewrite(&file.bytes[start..end], true, &[0]).is_none());
+    }
+}
+
+/// The data pages of a text column written with `properties`.
+fn other_pages(properties: WriterProperties) -> Vec<Bytes> {
+    let mut rng = Rng(5);
+    let values: StringArray = (0..300).map(|_| Some(text(&mut rng, 60..61))).collect();
+    let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+    let file = write(&batch, properties);
+    data_pages(file.indexed.metadata(), 0)
+        .iter()
+        .map(|p| file.bytes.slice(p.offset..p.offset + p.len))
+        .collect()
+}
+
+#[test]
+fn pages_not_plain_or_not_zstd_are_left_as_they_are() {
+    let snappy = properties(WriterVersion::PARQUET_1_0).set_compression(Compression::SNAPPY).build();
+    let delta = properties(WriterVersion::PARQUET_2_0).set_encoding(Encoding::DELTA_BYTE_ARRAY).build();
+    // v2 pages compressed only where that makes them a hundred times smaller: none.
+    let uncompressed =
+        properties(WriterVersion::PARQUET_2_0).set_data_page_v2_compression_ratio_threshold(0.01).build();
+    let mut rewriter = PageRewriter::new();
+    for properties in [snappy, delta, uncompressed] {
+        let pages = other_pages(properties);
+        assert!(pages.len() >= 3);
+        for page in pages {
+            assert!(rewriter.rewrite(&page, false, &[0, 1]).is_none());
+        }
+    }
+    assert_eq!(rewriter.decompressed(), 0);
+}
+
+#[test]
+fn rows_the_page_does_not_have_are_refused() {
+    let pages = other_pages(properties(WriterVersion::PARQUET_1_0).build());
+    let mut rewriter = PageRewriter::new();
+    let page = &pages[0];
+    assert!(rewriter.rewrite(page, false, &[0, 99]).is_some());
+    for rows in [&[][..], &[100], &[0, 100], &[5, 3], &[3, 3], &[u32::MAX]] {
+        assert!(rewriter.rewrite(page, false, rows).is_none(), "{rows:?}");
+    }
+    // The page, cut short or with a byte more.
+    assert!(rewriter.rewrite(&page[..page.len() - 1], false, &[0]).is_none());
+    assert!(rewriter.rewrite(&[&page[..], &[0]].concat(), false, &[0]).is_none());
+}
+
+/// Values that compress to almost nothing do not fit decompressed: left as they are, after
+/// decompressing no more than the first window.
+#[test]
+fn values_that_do_not_fit_leave_the_page_as_it_is() {
+    let values: StringArray = (0..20).map(|i| Some(format!("{i}{}", "a".repeat(50_000)))).collect();
+    let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+    for version in VERSIONS {
+        let file = write(&batch, properties(version).set_write_batch_size(4).build());
+        let mut rewriter = PageRewriter::new();
+        for page in data_pages(file.indexed.metadata(), 0) {
+            assert!(page.len < 50_000, "{page:?}");
+            for rows in [vec![0], (0..page.rows as u32).collect()] {
+                let before = rewriter.decompressed();
+                assert!(rewriter.rewrite(file.page(&page), false, &rows).is_none());
+                assert!(rewriter.decompressed() - before <= WINDOW as u64);
+            }
+        }
+    }
+}
+
+/// Corrupt bytes anywhere in a page never panic; a page that is rewritten despite them reads
+/// back as the corrupt page itself does, whenever the reader accepts that.
+#[test]
+fn corrupt_pages_never_panic() {
+    use std::panic::AssertUnwindSafe;
+
+    for version in VERSIONS {
+        let file = write(&mixed_batch(), properties(version).build());
+        let page = data_pages(file.indexed.metadata(), 1)[2].clone();
+        let original = file.page(&page);
+        let rows = [0, page.rows as u32 / 2, page.rows as u32 - 1];
+        let mut rewriter = PageRewriter::new();
+        let (mut agreed, mut refused) = (0, 0);
+        for at in (0..original.len()).step_by(7) {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut corrupt = original.to_vec();
+                corrupt[at] ^= flip;
+                let Some(rewritten) = rewriter.rewrite(&corrupt, true, &rows) else {
+                    refused += 1;
+                    continue;
+                };
+                assert_eq!(rewritten.len(), original.len());
+                let ours = file.read_rows(&file.spliced(&page, &rewritten), &file.indexed, &page, &rows);
+                // The reader may fail on the corrupt page, or panic (parquet 59 skips values
+                // without checking their lengths).
+                let theirs = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    file.read_rows(&file.spliced(&page, &corrupt), &file.indexed, &page, &rows)
+                }));
+                if let Ok(Ok(theirs)) = theirs {
+                    assert_eq!(ours, Ok(theirs), "byte {at} ^ {flip:#x}");
+                    agreed += 1;
+                }
+            }
+        }
+        assert!(agreed > 0 && refused > 0, "{agreed} {refused}");
+    }
+}
+
+/// Why the padding goes into a value: with the same bytes after the last value instead (the
+/// last value empty), the reader (of `StringArray`s, with or without the offset index)
+/// panics on reading a null row after the page's last value.
+#[test]
+fn bytes_after_the_last_value_break_the_reader() {
+    use std::panic::AssertUnwindSafe;
+
+    for version in VERSIONS {
+        let file = write(&mixed_batch(), properties(version).build());
+        // Rows 150 to 209 are null.
+        let page = data_pages(file.indexed.metadata(), 1)[1].clone();
+        assert_eq!((page.first_row, page.rows), (100, 100));
+        let rewritten = PageRewriter::new().rewrite(file.page(&page), true, &[99]).unwrap();
+        // The header, the levels, a placeholder for each value but the last, the last.
+        let mut r = Compact { bytes: &rewritten, at: 0 };
+        let (mut counts, mut last_id) = (None, 0);
+        while let Some((id, kind)) = r.field_header(last_id).unwrap() {
+            match id {
+                8 => counts = read_struct(&mut r).map(|(ints, _)| ints.map(|i| i.unwrap() as usize)),
+                _ => r.skip(kind, 0).unwrap(),
+            }
+            last_id = id;
+        }
+        let [num_values, num_nulls, _, _, levels_len, _] = counts.unwrap();
+        let last = r.at + levels_len + 4 * (num_values - num_nulls - 1);
+        let padding = u32::from_le_bytes(rewritten[last..last + 4].try_into().unwrap()) as usize;
+        assert_eq!(last + 4 + padding, rewritten.len());
+        let mut trailing = rewritten.to_vec();
+        trailing[last..last + 4].fill(0);
+        let spliced = file.spliced(&page, &trailing);
+        for meta in [&file.indexed, &file.walked] {
+            let read =
+                std::panic::catch_unwind(AssertUnwindSafe(|| file.read_rows(&spliced, meta, &page, &[99])));
+            assert!(read.is_err(), "{version:?}");
+        }
+    }
+}
+
+/// The levels of parquet's own pages, over random nulls (RLE runs and bit-packed groups
+/// both), decode to the nulls it reads.
+#[test]
+fn levels_decode_to_the_nulls_parquet_reads() {
+    let mut rng = Rng(6);
+    for version in VERSIONS {
+        for nulls_in_ten in [1, 5, 9] {
+            // Rows 150 to 199 of every 200 hold values, the others at random; then one row in
+            // fifty is null whatever it held.
+            let values: StringArray = (0..1_000)
+                .map(|i| {
+                    let defined = (i % 200 >= 150 || rng.below(10) >= nulls_in_ten) && rng.below(50) != 0;
+                    defined.then(|| i.to_string())
+                })
+                .collect();
+            let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+            let file = write(&batch, properties(version).build());
+            for page in data_pages(file.indexed.metadata(), 0) {
+                let bytes = file.page(&page);
+                let header = parse_data_page(bytes, true).unwrap();
+                let body = &bytes[header.header_len..];
+                let levels = match header.levels {
+                    Levels::Leading { len, .. } => body[..len].to_vec(),
+                    Levels::Prefixed => {
+                        let body = zstd::decode_all(body).unwrap();
+                        let len = u32::from_le_bytes(body[..4].try_into().unwrap()) as usize;
+                        body[4..4 + len].to_vec()
+                    }
+                };
+                let mut defined = Vec::new();
+                decode_levels(&levels, page.rows, |len, d| defined.extend(std::iter::repeat_n(d, len)))
+                    .unwrap();
+                let values = file.values[0].slice(page.first_row, page.rows);
+                let expected: Vec<bool> = (0..page.rows).map(|i| values.is_valid(i)).collect();
+                assert_eq!(defined, expected, "{version:?} {nulls_in_ten} {page:?}");
+            }
+        }
+    }
+}
+
+/// RLE runs and bit-packed groups, cut to the levels asked for; anything short or above
+/// level 1 refused.
+#[test]
+fn levels_decode_run_by_run() {
+    let decode = |bytes: &[u8], count: usize| {
+        let mut levels = Vec::new();
+        decode_levels(bytes, count, |len, defined| levels.extend(std::iter::repeat_n(defined, len)))
+            .map(|()| levels.iter().map(|&d| u8::from(d)).collect::<Vec<u8>>())
+    };
+    // A run of 4 ones, then one group of 8 bit-packed levels, then a run of 300 zeros.
+    let bytes = [0x08, 0x01, 0x03, 0b1010_0101, 0xd8, 0x04, 0x00];
+    assert_eq!(decode(&bytes, 12), Some(vec![1, 1, 1, 1, 1, 0, 1, 0, 0, 1, 0, 1]));
+    assert_eq!(decode(&bytes, 2), Some(vec![1, 1]));
+    assert_eq!(decode(&bytes[..3], 4), Some(vec![1, 1, 1, 1]));
+    let all = decode(&bytes, 312).unwrap();
+    assert_eq!((all.len(), all[12..].iter().all(|&l| l == 0)), (312, true));
+    assert_eq!(decode(&bytes, 0), Some(vec![]));
+    for (bytes, count) in
+        [(&bytes[..], 313), (&bytes[..3], 5), (&[0x08][..], 1), (&[0x08, 0x02], 1), (&[], 1)]
+    {
+        assert_eq!(decode(bytes, count), None, "{bytes:02x?} {count}");
+    }
+}
+
+/// What the writer writes the reader reads back: field ids as deltas and written out (a
+/// jump over 15, a step back), booleans, a nested struct.
+#[test]
+fn written_fields_read_back() {
+    let mut w = CompactWriter::default();
+    w.i32(1, -7);
+    w.i32(20, i32::MAX);
+    w.bool(3, true);
+    let outer = w.begin_struct(5);
+    w.i32(1, i32::MIN);
+    w.bool(7, false);
+    w.end_struct(outer);
+    w.i32(6, 300);
+    w.end_struct(0);
+    let mut r = Compact { bytes: &w.bytes, at: 0 };
+    let (mut fields, mut last_id) = (Vec::new(), 0);
+    while let Some((id, kind)) = r.field_header(last_id).unwrap() {
+        match kind {
+            T_I32 => fields.push((id, r.zigzag().unwrap())),
+            T_BOOL_TRUE | T_BOOL_FALSE => fields.push((id, i64::from(kind == T_BOOL_TRUE))),
+            T_STRUCT => {
+                let (ints, flag) = read_struct(&mut r).unwrap();
+                fields.push((id, i64::from(ints[0].unwrap())));
+                fields.push((id, i64::from(flag.unwrap())));
+            }
+            _ => panic!("type {kind}"),
+        }
+        last_id = id;
+    }
+    assert_eq!(r.at, w.bytes.len());
+    let expected = [(1, -7), (20, i64::from(i32::MAX)), (3, 1), (5, i64::from(i32::MIN)), (5, 0), (6, 300)];
+    assert_eq!(fields, expected);
+}
+
+/// Page headers are as long as the page minus its body wherever the sizes allow that.
+#[test]
+fn headers_make_up_the_page_length_exactly() {
+    let mut gaps = 0;
+    for total in (0..300).chain(8_100..8_300).chain(1_048_500..1_048_700) {
+        let Some(header) = page_header(total, 100, 7, 20) else {
+            gaps += 1;
+            continue;
+        };
+        let mut r = Compact { bytes: &header, at: 0 };
+        let mut sizes = Vec::new();
+        let mut last_id = 0;
+        while let Some((id, kind)) = r.field_header(last_id).unwrap() {
+            match id {
+                2 | 3 => sizes.push(r.zigzag().unwrap() as usize),
+                _ => r.skip(kind, 0).unwrap(),
+            }
+            last_id = id;
+        }
+        assert_eq!(r.at, header.len());
+        assert_eq!(sizes, [total - header.len(); 2], "{total}");
+        assert_eq!(dictionary_encoded(&header), Some(false));
+    }
+    // Too short for any header, and two lengths at each of the two varint boundaries.
+    assert_eq!(gaps, 26 + 2 + 2);
+}
