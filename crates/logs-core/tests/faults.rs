@@ -156,6 +156,42 @@ async fn damage_found_while_rows_are_decoded_is_a_storage_error() {
     }
 }
 
+/// Files written without compression keep their values' lengths in the clear. A flipped byte
+/// there makes a length point past its page or leaves bytes after its last value, which
+/// parquet's plain decoder does not check (it panics on some). Neither may panic the export:
+/// it fails with a storage error, or ends.
+#[tokio::test]
+async fn flipped_bytes_in_an_uncompressed_file_never_panic_and_fail_as_storage_errors() {
+    let dir = generate(2000, 2);
+    let root = data_root(&dir);
+    let victim = root.join(DAY2_FOLDER).join("part-00000.parquet");
+    let properties = WriterProperties::builder()
+        .set_compression(datafusion::parquet::basic::Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_data_page_row_count_limit(100)
+        .build();
+    rewrite(&victim, properties);
+    let original = std::fs::read(&victim).unwrap();
+    let (footer_start, _) = damage::footer(&original);
+    // All rows (every value decoded), and a few (rows skipped by the filter's selection).
+    let fields = "fields=error_id,error,os_name,city,service_device_id,device_ipv6";
+    let requests = [request(&format!("{DAY2}&{fields}")), request(&format!("{DAY2}&{fields}&os_name=ios"))];
+    let mut failures = [0, 0];
+    for i in 0..400 {
+        let at = 4 + (footer_start - 4) * i / 400;
+        let mut bytes = original.clone();
+        bytes[at] ^= 0xFF;
+        std::fs::write(&victim, &bytes).unwrap();
+        for (request, failures) in requests.iter().zip(&mut failures) {
+            if let Some(error) = run(&engine(&root), request, |_, _| {}).await.error() {
+                assert!(matches!(error, Error::Storage { .. }), "byte {at} flipped: {error:?}");
+                *failures += 1;
+            }
+        }
+    }
+    assert!(failures.iter().all(|&n| n > 0), "some damage must be noticed: {failures:?}");
+}
+
 #[tokio::test]
 async fn a_footer_whose_embedded_arrow_schema_is_corrupt_is_an_unreadable_file() {
     let dir = generate(2000, 2);

@@ -22,7 +22,7 @@
 //! values do not add up, is left as it is.
 
 use bytes::Bytes;
-use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
+use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
 use super::page_headers::{Compact, T_BOOL_FALSE, T_BOOL_TRUE, T_I32, T_STRUCT};
 
@@ -32,8 +32,12 @@ const DATA_PAGE_V2: i32 = 3;
 const PLAIN: i32 = 0;
 const RLE: i32 = 3;
 
-/// Bytes decompressed at a time: the decoder stops at most this far past the bytes needed.
-const WINDOW: usize = 64 * 1024;
+/// The largest page decompressed in part: larger ones are left as they are, so that a corrupt
+/// header cannot make the rewriter reserve any amount of memory.
+const MAX_PAGE: usize = 64 * 1024 * 1024;
+
+/// How a zstd frame starts.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 
 /// Rewrites data pages of flat `BYTE_ARRAY` columns (see the module documentation).
 #[derive(Debug, Default)]
@@ -102,17 +106,17 @@ impl PageRewriter {
         }
         let body = &page[header.header_len..];
         let inflater = &mut self.inflater;
-        inflater.start()?;
 
         // The frame that decompresses to the values (v1: to the definition levels' length, the
         // levels and the values).
         let (mut frame, leading) = match header.levels {
             Levels::Leading { len, .. } => {
                 let limit = header.uncompressed_size.checked_sub(len)?;
-                (Frame { input: body.get(len..)?, consumed: 0, limit }, Some(body.get(..len)?))
+                (Frame::new(body.get(len..)?, limit), Some(body.get(..len)?))
             }
-            Levels::Prefixed => (Frame { input: body, consumed: 0, limit: header.uncompressed_size }, None),
+            Levels::Prefixed => (Frame::new(body, header.uncompressed_size), None),
         };
+        inflater.start(frame.limit)?;
         let prefixed = if leading.is_none() && optional {
             inflater.fill(&mut frame, 4)?;
             let len = u32::from_le_bytes(inflater.bytes()[..4].try_into().ok()?);
@@ -221,12 +225,12 @@ impl PageRewriter {
 /// A reused zstd decoder and the bytes it decompressed of the current page.
 #[derive(Default)]
 struct Inflater {
-    /// Created on first use.
+    /// Created on first use. It writes straight into `inflated` (`ZSTD_d_stableOutBuffer`)
+    /// rather than into a window of its own that it would then copy out of.
     decoder: Option<Decoder<'static>>,
-    /// The current page's decompressed bytes so far: the first `filled`. The rest is left from
-    /// earlier pages, so that the buffer is zeroed only where it grows.
+    /// The current page's decompressed bytes so far. Its capacity, kept from page to page,
+    /// is the decoder's output buffer, which must stay where it is for the whole frame.
     inflated: Vec<u8>,
-    filled: usize,
     /// Bytes decompressed, over all pages.
     decompressed: u64,
 }
@@ -238,58 +242,107 @@ impl std::fmt::Debug for Inflater {
 }
 
 impl Inflater {
-    /// Readies the decoder for a new page.
-    fn start(&mut self) -> Option<()> {
+    /// Readies the decoder for a page whose frame decompresses to `limit` bytes at most.
+    fn start(&mut self, limit: usize) -> Option<()> {
+        if limit > MAX_PAGE {
+            return None;
+        }
         let decoder = match &mut self.decoder {
             Some(decoder) => decoder,
-            None => self.decoder.insert(Decoder::new().ok()?),
+            None => {
+                let mut decoder = Decoder::new().ok()?;
+                decoder.set_parameter(DParameter::StableOutBuffer(true)).ok()?;
+                self.decoder.insert(decoder)
+            }
         };
         decoder.reinit().ok()?;
-        self.filled = 0;
+        self.inflated.clear();
+        self.inflated.reserve(limit);
         Some(())
     }
 
     /// The current page's decompressed bytes so far.
     fn bytes(&self) -> &[u8] {
-        &self.inflated[..self.filled]
+        &self.inflated
     }
 
-    /// Decompresses `frame` until [`Inflater::bytes`] holds at least `want` bytes (and at
-    /// most [`WINDOW`] more); `None` if the frame ends first, is corrupt, or would exceed its
-    /// limit.
+    /// Decompresses `frame` a block at a time until [`Inflater::bytes`] holds at least `want`
+    /// bytes (and less than a block, 128 KiB at most, more); `None` if the frame ends first, is
+    /// corrupt, or would exceed its limit.
     fn fill(&mut self, frame: &mut Frame<'_>, want: usize) -> Option<()> {
         if want > frame.limit {
             return None;
         }
         let decoder = self.decoder.as_mut()?;
-        while self.filled < want {
-            let old = self.filled;
-            let end = old + (frame.limit - old).min(WINDOW);
-            if self.inflated.len() < end {
-                self.inflated.resize(end, 0);
-            }
-            let mut input = InBuffer { src: frame.input, pos: frame.consumed };
-            let mut output = OutBuffer::around(&mut self.inflated[old..end]);
-            let result = decoder.run(&mut input, &mut output);
-            let produced = output.pos();
-            self.filled = old + produced;
-            result.ok()?;
-            self.decompressed += produced as u64;
-            if produced == 0 && input.pos == frame.consumed {
+        while self.inflated.len() < want {
+            let end = frame.next_block_end()?;
+            let before = self.inflated.len();
+            let mut input = InBuffer { src: frame.input.get(..end)?, pos: frame.fed };
+            decoder.run(&mut input, &mut OutBuffer::around_pos(&mut self.inflated, before)).ok()?;
+            // Handed whole, a block is decompressed whole.
+            if input.pos != end {
                 return None;
             }
-            frame.consumed = input.pos;
+            frame.fed = end;
+            self.decompressed += (self.inflated.len() - before) as u64;
         }
         Some(())
     }
 }
 
-/// The compressed part of a page, decompressed as far as needed.
+/// The compressed part of a page, handed to the decoder a block at a time: zstd frames
+/// (RFC 8878), each a header, blocks and an optional checksum.
 struct Frame<'a> {
     input: &'a [u8],
-    consumed: usize,
+    /// Bytes handed to the decoder so far, up to the end of a block.
+    fed: usize,
+    /// Whether `fed` is where a frame starts, rather than a block.
+    at_frame: bool,
+    /// The length of the current frame's checksum, 0 or 4.
+    checksum: usize,
     /// Bytes it decompresses to, at most.
     limit: usize,
+}
+
+impl<'a> Frame<'a> {
+    fn new(input: &'a [u8], limit: usize) -> Frame<'a> {
+        Frame { input, fed: 0, at_frame: true, checksum: 0, limit }
+    }
+
+    /// Where the next block ends: with the frame header before it if it is a frame's first,
+    /// and the checksum after it if it is its last. `None` if the input is not a zstd frame
+    /// without a dictionary, or ends first.
+    fn next_block_end(&mut self) -> Option<usize> {
+        let mut at = self.fed;
+        if self.at_frame {
+            let header = self.input.get(at..at + 5)?;
+            let descriptor = header[4];
+            if header[..4] != ZSTD_MAGIC || descriptor & 3 != 0 {
+                return None;
+            }
+            let single_segment = descriptor & 0x20 != 0;
+            let content_size = [usize::from(single_segment), 2, 4, 8][usize::from(descriptor >> 6)];
+            let window = usize::from(!single_segment);
+            self.checksum = if descriptor & 4 != 0 { 4 } else { 0 };
+            self.at_frame = false;
+            at += 5 + window + content_size;
+        }
+        let header = self.input.get(at..at + 3)?;
+        let header = u32::from(header[0]) | u32::from(header[1]) << 8 | u32::from(header[2]) << 16;
+        let size = usize::try_from(header >> 3).ok()?;
+        // Block types: raw, RLE (one byte repeated `size` times), compressed, reserved.
+        let content = match (header >> 1) & 3 {
+            0 | 2 => size,
+            1 => 1,
+            _ => return None,
+        };
+        at += 3 + content;
+        if header & 1 != 0 {
+            at += self.checksum;
+            self.at_frame = true;
+        }
+        (at <= self.input.len()).then_some(at)
+    }
 }
 
 /// What a rewrite needs of a data page's header.

@@ -23,6 +23,10 @@ use crate::storage::page_headers::dictionary_encoded;
 const VERSIONS: [WriterVersion; 2] = [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0];
 
 /// splitmix64: deterministic data and row choices.
+/// The largest block of a zstd frame: the rewriter decompresses less than this past the bytes
+/// it needs.
+const BLOCK: usize = 128 * 1024;
+
 struct Rng(u64);
 
 impl Rng {
@@ -337,7 +341,7 @@ fn decompression_stops_after_the_last_selected_value() {
             assert!(file.check(&mut rewriter, page, false, &[0]));
             let first = rewriter.decompressed() - before;
             let needed = 4 + file.values[0].as_string::<i32>().value(page.first_row).len() as u64;
-            assert!(first < size / 2 && first < needed + WINDOW as u64, "{first} of {size}");
+            assert!(first < size / 2 && first < needed + BLOCK as u64, "{first} of {size}");
             let before = rewriter.decompressed();
             assert!(file.check(&mut rewriter, page, false, &[page.rows as u32 - 1]));
             assert_eq!(rewriter.decompressed() - before, size);
@@ -478,8 +482,54 @@ fn rows_the_page_does_not_have_are_refused() {
     assert!(rewriter.rewrite(&[&page[..], &[0]].concat(), false, &[0]).is_none());
 }
 
+/// The frames other writers may produce, handed to the decoder a block at a time: compressed,
+/// raw (incompressible) and RLE blocks, with a checksum or without, one frame or two in a row.
+/// Every prefix asked for is the start of what zstd decompresses the input to, less than a
+/// block past it is decompressed, and the whole input decompresses to all of it.
+#[test]
+fn frames_are_decompressed_a_block_at_a_time() {
+    use zstd::stream::raw::CParameter;
+
+    let mut rng = Rng(9);
+    let log: Vec<u8> = (0..40).flat_map(|_| text(&mut rng, 5_000..15_000).into_bytes()).collect();
+    let noise: Vec<u8> = (0..300_000).map(|_| rng.next() as u8).collect();
+    let run = vec![b'x'; 300_000];
+    let mixed = [&log[..100_000], &run[..], &noise[..], &log[100_000..]].concat();
+    let mut inflater = Inflater::default();
+    for data in [&log, &noise, &run, &mixed] {
+        for checksum in [false, true] {
+            let mut compressor = zstd::bulk::Compressor::new(3).unwrap();
+            compressor.set_parameter(CParameter::ChecksumFlag(checksum)).unwrap();
+            let one = compressor.compress(data).unwrap();
+            let (first, second) = data.split_at(data.len() / 3);
+            let two = [compressor.compress(first).unwrap(), compressor.compress(second).unwrap()].concat();
+            for input in [one, two] {
+                let mut frame = Frame::new(&input, data.len());
+                inflater.start(frame.limit).unwrap();
+                for want in [1, 1000, 150_000, 290_000, data.len()] {
+                    inflater.fill(&mut frame, want).unwrap();
+                    let got = inflater.bytes();
+                    assert!(got.len() >= want && got.len() < want + BLOCK, "{} for {want}", got.len());
+                    assert!(got == &data[..got.len()], "{want}");
+                }
+                assert_eq!(frame.fed, input.len(), "every block and checksum handed over");
+                assert!(inflater.fill(&mut frame, data.len() + 1).is_none(), "past the limit");
+            }
+        }
+    }
+    // Not a zstd frame, a dictionary's frame, a truncated frame: nothing to decompress.
+    let input = zstd::bulk::compress(&log, 3).unwrap();
+    let mut with_dictionary = input.clone();
+    with_dictionary[4] |= 1;
+    for input in [&input[1..], &with_dictionary[..], &input[..input.len() - 1]] {
+        let mut frame = Frame::new(input, log.len());
+        inflater.start(frame.limit).unwrap();
+        assert!(inflater.fill(&mut frame, log.len()).is_none());
+    }
+}
+
 /// Values that compress to almost nothing do not fit decompressed: left as they are, after
-/// decompressing no more than the first window.
+/// decompressing no more than the first block.
 #[test]
 fn values_that_do_not_fit_leave_the_page_as_it_is() {
     let values: StringArray = (0..20).map(|i| Some(format!("{i}{}", "a".repeat(50_000)))).collect();
@@ -492,7 +542,7 @@ fn values_that_do_not_fit_leave_the_page_as_it_is() {
             for rows in [vec![0], (0..page.rows as u32).collect()] {
                 let before = rewriter.decompressed();
                 assert!(rewriter.rewrite(file.page(&page), false, &rows).is_none());
-                assert!(rewriter.decompressed() - before <= WINDOW as u64);
+                assert!(rewriter.decompressed() - before <= BLOCK as u64);
             }
         }
     }
