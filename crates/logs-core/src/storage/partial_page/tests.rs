@@ -22,11 +22,11 @@ use crate::storage::page_headers::dictionary_encoded;
 
 const VERSIONS: [WriterVersion; 2] = [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0];
 
-/// splitmix64: deterministic data and row choices.
 /// The largest block of a zstd frame: the rewriter decompresses less than this past the bytes
 /// it needs.
 const BLOCK: usize = 128 * 1024;
 
+/// splitmix64: deterministic data and row choices.
 struct Rng(u64);
 
 impl Rng {
@@ -483,7 +483,8 @@ fn rows_the_page_does_not_have_are_refused() {
 }
 
 /// The frames other writers may produce, handed to the decoder a block at a time: compressed,
-/// raw (incompressible) and RLE blocks, with a checksum or without, one frame or two in a row.
+/// raw (incompressible) and RLE blocks, with a checksum or without, one frame or two in a row,
+/// with their content size, without it, and with a window descriptor before it.
 /// Every prefix asked for is the start of what zstd decompresses the input to, less than a
 /// block past it is decompressed, and the whole input decompresses to all of it.
 #[test]
@@ -503,7 +504,20 @@ fn frames_are_decompressed_a_block_at_a_time() {
             let one = compressor.compress(data).unwrap();
             let (first, second) = data.split_at(data.len() / 3);
             let two = [compressor.compress(first).unwrap(), compressor.compress(second).unwrap()].concat();
-            for input in [one, two] {
+            // Streamed, without its size in advance: a window descriptor, no content size. And
+            // with its size but a window smaller than the content: both.
+            let streamed = |size: Option<u64>| {
+                let mut encoder = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+                encoder.include_checksum(checksum).unwrap();
+                encoder.set_parameter(CParameter::WindowLog(17)).unwrap();
+                encoder.set_pledged_src_size(size).unwrap();
+                std::io::Write::write_all(&mut encoder, data).unwrap();
+                encoder.finish().unwrap()
+            };
+            let (unknown_size, windowed) = (streamed(None), streamed(Some(data.len() as u64)));
+            assert_eq!(unknown_size[4] & 0xE0, 0, "neither single segment nor content size");
+            assert_eq!(windowed[4] & 0xE0, 0x80, "a window descriptor and 4 bytes of content size");
+            for input in [one, two, unknown_size, windowed] {
                 let mut frame = Frame::new(&input, data.len());
                 inflater.start(frame.limit).unwrap();
                 for want in [1, 1000, 150_000, 290_000, data.len()] {
@@ -525,6 +539,24 @@ fn frames_are_decompressed_a_block_at_a_time() {
         let mut frame = Frame::new(input, log.len());
         inflater.start(frame.limit).unwrap();
         assert!(inflater.fill(&mut frame, log.len()).is_none());
+    }
+}
+
+/// A page whose header says it decompresses to more than 64 MiB is left as it is before any
+/// of it is decompressed (the rewriter reserves its buffer from that size).
+#[test]
+fn pages_over_64_mib_are_left_as_they_are() {
+    let values: StringArray = (0..9).map(|i| Some(format!("{i}{}", "a".repeat(7_500_000)))).collect();
+    let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
+    for version in VERSIONS {
+        let properties = properties(version).set_data_page_size_limit(usize::MAX).set_write_batch_size(9);
+        let file = write(&batch, properties.build());
+        let [page] = &data_pages(file.indexed.metadata(), 0)[..] else { panic!("one page") };
+        let header = parse_data_page(file.page(page), false).unwrap();
+        assert!(header.uncompressed_size > MAX_PAGE, "{}", header.uncompressed_size);
+        let mut rewriter = PageRewriter::new();
+        assert!(rewriter.rewrite(file.page(page), false, &[0]).is_none());
+        assert_eq!(rewriter.decompressed(), 0);
     }
 }
 
