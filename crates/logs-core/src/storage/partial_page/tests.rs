@@ -17,6 +17,9 @@ use datafusion::parquet::file::properties::{
     EnabledStatistics, WriterProperties, WriterPropertiesBuilder, WriterVersion,
 };
 
+use rand::rngs::StdRng;
+use rand::{Rng as _, RngCore, SeedableRng};
+
 use super::*;
 use crate::storage::page_headers::dictionary_encoded;
 
@@ -26,20 +29,20 @@ const VERSIONS: [WriterVersion; 2] = [WriterVersion::PARQUET_1_0, WriterVersion:
 /// it needs.
 const BLOCK: usize = 128 * 1024;
 
-/// splitmix64: deterministic data and row choices.
-struct Rng(u64);
+/// Deterministic data and row choices.
+struct Rng(StdRng);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(StdRng::seed_from_u64(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.random_range(0..n)
     }
 }
 
@@ -249,7 +252,7 @@ fn selections(rng: &mut Rng, rows: usize) -> Vec<Vec<u32>> {
 /// one (random nulls and runs of them), and a binary column of random bytes (mostly not
 /// UTF-8, some empty).
 fn mixed_batch() -> RecordBatch {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let rows = 1_000;
     let required: StringArray =
         (0..rows).map(|i| Some(if i % 13 == 0 { String::new() } else { text(&mut rng, 0..150) })).collect();
@@ -275,7 +278,7 @@ fn rewritten_pages_read_back_as_written(version: WriterVersion) {
     let meta = file.indexed.metadata();
     assert_eq!(meta.num_row_groups(), 2);
     let mut rewriter = PageRewriter::new();
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     let mut all_but_one = 0;
     for (column, optional) in [(0, false), (1, true), (2, false)] {
         let pages = data_pages(meta, column);
@@ -324,7 +327,7 @@ fn rewritten_v2_pages_read_back_as_written() {
 /// decompressing the page whole, a last row with.
 #[test]
 fn decompression_stops_after_the_last_selected_value() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let values: StringArray = (0..60).map(|_| Some(text(&mut rng, 20_000..40_000))).collect();
     let batch = RecordBatch::try_from_iter([("long", Arc::new(values) as ArrayRef)]).unwrap();
     for version in VERSIONS {
@@ -385,7 +388,7 @@ fn only_sparse_selections_are_rewritten() {
     // Values that compress well: a few rows whose values, at the page's average length,
     // take three quarters of its bytes are refused without decompressing anything, though
     // they would fit.
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let values: StringArray = (0..1_000).map(|_| Some(text(&mut rng, 400..401).repeat(4))).collect();
     let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
     let file = write(&batch, properties(WriterVersion::PARQUET_1_0).build());
@@ -410,7 +413,7 @@ fn only_sparse_selections_are_rewritten() {
 /// left as they are, its PLAIN pages are rewritten.
 #[test]
 fn only_plain_pages_after_dictionary_fallback_are_rewritten() {
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     let values: StringArray =
         (0..1_000).map(|i| (i % 5 != 0).then(|| format!("{i} {}", text(&mut rng, 40..41)))).collect();
     let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
@@ -440,7 +443,7 @@ fn only_plain_pages_after_dictionary_fallback_are_rewritten() {
 
 /// The data pages of a text column written with `properties`.
 fn other_pages(properties: WriterProperties) -> Vec<Bytes> {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let values: StringArray = (0..300).map(|_| Some(text(&mut rng, 60..61))).collect();
     let batch = RecordBatch::try_from_iter([("text", Arc::new(values) as ArrayRef)]).unwrap();
     let file = write(&batch, properties);
@@ -491,7 +494,7 @@ fn rows_the_page_does_not_have_are_refused() {
 fn frames_are_decompressed_a_block_at_a_time() {
     use zstd::stream::raw::CParameter;
 
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     let log: Vec<u8> = (0..40).flat_map(|_| text(&mut rng, 5_000..15_000).into_bytes()).collect();
     let noise: Vec<u8> = (0..300_000).map(|_| rng.next() as u8).collect();
     let run = vec![b'x'; 300_000];
@@ -660,7 +663,7 @@ fn bytes_after_the_last_value_break_the_reader() {
 /// both), decode to the nulls it reads.
 #[test]
 fn levels_decode_to_the_nulls_parquet_reads() {
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     for version in VERSIONS {
         for nulls_in_ten in [1, 5, 9] {
             // Rows 150 to 199 of every 200 hold values, the others at random; then one row in
