@@ -5,23 +5,24 @@
 //! dictionary is full; a point export selects a few rows of each, and would decompress all of
 //! every page for them. The scan knows which rows of each page it will read, so it hands the
 //! page to [`PageRewriter::rewrite_sparse`] first, which decompresses it only up to the end of
-//! the last of those rows' values and returns an uncompressed data page v2 with the same value
-//! (or null) for each of them and a placeholder value for every other row.
+//! the last of those rows' values and replaces it with a data page v2 that holds the same
+//! value (or null) for each of them and an empty value for every other row.
 //!
 //! The rewritten page takes exactly the bytes of the original: the reader slices each page out
 //! of the column chunk by the size its offset index gives, so the page must fit there, and
-//! every other page stays where it was. Placeholders are empty, but for the last value that is
-//! not selected, which holds as many NUL bytes as the page has to spare, so that the values end
-//! where the page does: parquet's PLAIN decoder for byte arrays divides by zero when asked for
-//! values past a page's last one while bytes remain after it. A page without a value left
-//! unselected is therefore left as it is (one whose values are all selected is decompressed
-//! whole anyway).
+//! every other page stays where it was. Its values are a zstd frame of raw (stored) blocks,
+//! which the reader's zstd decoder copies out, and the page's remaining bytes a skippable
+//! frame, which the decoder passes over: so the rewrite writes only the page's front, over the
+//! original page's own bytes when nothing else holds them (the scan reads such pages from a
+//! local file into buffers of their own), and the values end exactly where the decompressed
+//! page does (parquet's PLAIN decoder for byte arrays divides by zero when asked for values
+//! past a page's last one while bytes remain after it).
 //!
 //! Only pages of flat `BYTE_ARRAY` columns are rewritten, and only data pages (v1 or v2) whose
 //! values are PLAIN-encoded and zstd-compressed; any other page, or one whose header, levels or
 //! values do not add up, is left as it is.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
 use super::page_headers::{Compact, T_BOOL_FALSE, T_BOOL_TRUE, T_I32, T_STRUCT};
@@ -47,6 +48,9 @@ pub(crate) struct PageRewriter {
     wanted: Vec<usize>,
     /// Where each of `wanted` lies in the decompressed bytes.
     selected: Vec<std::ops::Range<usize>>,
+    /// The rewritten page's values, and its front (header, levels and the values' frame).
+    values: Vec<u8>,
+    front: Vec<u8>,
 }
 
 impl PageRewriter {
@@ -67,36 +71,40 @@ impl PageRewriter {
     /// page's first row) whose values the reader may read; every other row's value may be
     /// replaced.
     ///
-    /// Returns a page of exactly `page.len()` bytes that the Parquet reader decodes to the same
-    /// value (or null) for every row in `rows`, or `None` when the page is left as it is. The
-    /// page is left as it is, without decompressing any of it, unless `rows` are few enough for
-    /// the rewrite to pay: rows selected from every part of a page leave little to save, and if
-    /// their values, at the page's average length, would take more than half of its bytes, the
-    /// rewritten page would likely not fit, found only after decompressing most of it (which
-    /// the reader would then do again).
-    pub(crate) fn rewrite_sparse(&mut self, page: &[u8], optional: bool, rows: &[u32]) -> Option<Bytes> {
-        let header = parse_data_page(page, optional)?;
+    /// Replaces `page` with a page of exactly as many bytes that the Parquet reader decodes to
+    /// the same value (or null) for every row in `rows`, and returns true; or returns false and
+    /// leaves it as it is. The rewrite is written over `page`'s own bytes if nothing else holds
+    /// them. The page is left as it is, without decompressing any of it, unless `rows` are few
+    /// enough for the rewrite to pay: rows selected from every part of a page leave little to
+    /// save, and if their values, at the page's average length, would take more than half of
+    /// its bytes, the rewritten page would likely not fit, found only after decompressing most
+    /// of it (which the reader would then do again).
+    pub(crate) fn rewrite_sparse(&mut self, page: &mut Bytes, optional: bool, rows: &[u32]) -> bool {
+        let Some(header) = parse_data_page(page, optional) else { return false };
         let values = header.uncompressed_size.saturating_mul(rows.len()) / header.num_values.max(1);
         let sparse = rows.len().saturating_mul(8) <= header.num_values && values <= page.len() / 2;
-        if sparse { self.rewrite_parsed(page, &header, optional, rows) } else { None }
+        sparse && self.rewrite_parsed(page, &header, optional, rows).is_some()
     }
 
-    /// [`PageRewriter::rewrite_sparse`] whatever the share of rows selected, so that the
-    /// tests can rewrite every kind of selection.
+    /// [`PageRewriter::rewrite_sparse`] of a copy of `page`, whatever the share of rows
+    /// selected, so that the tests can rewrite every kind of selection.
     #[cfg(test)]
     pub(crate) fn rewrite(&mut self, page: &[u8], optional: bool, rows: &[u32]) -> Option<Bytes> {
         let header = parse_data_page(page, optional)?;
-        self.rewrite_parsed(page, &header, optional, rows)
+        let mut page = Bytes::copy_from_slice(page);
+        self.rewrite_parsed(&mut page, &header, optional, rows)?;
+        Some(page)
     }
 
-    /// The rewrite of [`PageRewriter::rewrite_sparse`], given the page's header.
+    /// The rewrite of [`PageRewriter::rewrite_sparse`], given the page's header; `None` leaves
+    /// the page as it is.
     fn rewrite_parsed(
         &mut self,
-        page: &[u8],
+        page: &mut Bytes,
         header: &DataPage,
         optional: bool,
         rows: &[u32],
-    ) -> Option<Bytes> {
+    ) -> Option<()> {
         let last_row = usize::try_from(*rows.last()?).ok()?;
         if rows.windows(2).any(|pair| pair[0] >= pair[1]) {
             return None;
@@ -158,23 +166,17 @@ impl PageRewriter {
             return None;
         }
 
-        // The rest of the page goes into the last value that is not selected, as NUL bytes.
-        let mut pad = non_null.checked_sub(1)?;
-        for &value in wanted.iter().rev() {
-            if value != pad {
-                break;
-            }
-            pad = pad.checked_sub(1)?;
-        }
-
-        // The header, the levels and a placeholder for every value must fit before anything
-        // more is decompressed; then each selected value.
+        // The header, the levels, the frame and a placeholder for every value must fit before
+        // anything more is decompressed; then each selected value. (The header is at most as
+        // long as one for sizes of the whole page.)
         let levels_size = levels.len();
         let counts = [header.num_values, num_nulls, levels_size].map(i32::try_from);
         let [Ok(num_values), Ok(num_nulls), Ok(levels_len)] = counts else { return None };
-        let page_header = page_header(page.len(), num_values, num_nulls, levels_len)?;
-        let mut room =
-            page.len().checked_sub(page_header.len() + levels_size)?.checked_sub(non_null.checked_mul(4)?)?;
+        let longest_header = page_header(page.len(), page.len(), num_values, num_nulls, levels_len)?;
+        let mut room = page
+            .len()
+            .checked_sub(longest_header.len() + levels_size + RAW_FRAME_HEADER.len() + 4 + BLOCK_HEADER)?
+            .checked_sub(non_null.checked_mul(4)?)?;
         // Where each selected value lies in the decompressed bytes; values before it are read
         // only to find where it starts.
         let selected = &mut self.selected;
@@ -196,30 +198,79 @@ impl PageRewriter {
             }
         }
 
-        // The page, written once from start to end.
-        let mut out = Vec::with_capacity(page.len());
-        out.extend_from_slice(&page_header);
-        out.extend_from_slice(leading.unwrap_or(&inflater.bytes()[prefixed]));
+        // The values: each selected one, and an empty one for every other.
+        let values = &mut self.values;
+        values.clear();
         let mut selected = wanted.iter().zip(selected.iter()).peekable();
         let mut value = 0;
         while value < non_null {
             if let Some((_, range)) = selected.next_if(|(index, _)| **index == value) {
-                out.extend_from_slice(&inflater.bytes()[range.clone()]);
-                value += 1;
-            } else if value == pad {
-                out.extend_from_slice(&u32::try_from(room).ok()?.to_le_bytes());
-                out.resize(out.len() + room, 0);
+                values.extend_from_slice(&inflater.bytes()[range.clone()]);
                 value += 1;
             } else {
-                // Placeholders up to the next selected value or the padding, whichever is first.
                 let next = selected.peek().map_or(non_null, |(index, _)| **index);
-                let until = if pad > value { next.min(pad) } else { next };
-                out.resize(out.len() + (until - value) * 4, 0);
-                value = until;
+                values.resize(values.len() + (next - value) * 4, 0);
+                value = next;
             }
         }
-        (out.len() == page.len()).then(|| Bytes::from(out))
+
+        // The page's front: header, levels and the values in a frame of raw blocks. The rest
+        // of the page's bytes, if any, become a skippable frame.
+        let blocks = values.len().div_ceil(MAX_BLOCK).max(1);
+        let frame_len = RAW_FRAME_HEADER.len() + 4 + blocks * BLOCK_HEADER + values.len();
+        let uncompressed = levels_size.checked_add(values.len())?;
+        let page_header = page_header(page.len(), uncompressed, num_values, num_nulls, levels_len)?;
+        let front = &mut self.front;
+        front.clear();
+        front.extend_from_slice(&page_header);
+        front.extend_from_slice(leading.unwrap_or(&inflater.bytes()[prefixed]));
+        front.extend_from_slice(&RAW_FRAME_HEADER);
+        front.extend_from_slice(&u32::try_from(values.len()).ok()?.to_le_bytes());
+        let mut chunks = values.chunks(MAX_BLOCK).peekable();
+        if chunks.peek().is_none() {
+            front.extend_from_slice(&block_header(0, true));
+        }
+        while let Some(chunk) = chunks.next() {
+            front.extend_from_slice(&block_header(chunk.len(), chunks.peek().is_none()));
+            front.extend_from_slice(chunk);
+        }
+        debug_assert_eq!(front.len(), page_header.len() + levels_size + frame_len);
+        let rest = page.len().checked_sub(front.len())?;
+        if (1..SKIPPABLE_HEADER).contains(&rest) {
+            return None;
+        }
+
+        // Written over the page's own bytes when nothing else holds them, else into a copy.
+        let mut out = match std::mem::take(page).try_into_mut() {
+            Ok(unique) => unique,
+            Err(_) => BytesMut::zeroed(front.len() + rest),
+        };
+        out[..front.len()].copy_from_slice(front);
+        if rest > 0 {
+            let skipped = u32::try_from(rest - SKIPPABLE_HEADER).ok()?;
+            out[front.len()..front.len() + 4].copy_from_slice(&SKIPPABLE_MAGIC);
+            out[front.len() + 4..front.len() + 8].copy_from_slice(&skipped.to_le_bytes());
+        }
+        *page = out.freeze();
+        Some(())
     }
+}
+
+/// The header of a raw frame: the magic number and a descriptor of a single segment whose
+/// content size follows in 4 bytes, without checksum or dictionary.
+const RAW_FRAME_HEADER: [u8; 5] = [0x28, 0xB5, 0x2F, 0xFD, 0xA0];
+/// The length of a block header, and of the largest block's content.
+const BLOCK_HEADER: usize = 3;
+const MAX_BLOCK: usize = 128 * 1024;
+/// A skippable frame: its magic number, then the length of what follows in 4 bytes.
+const SKIPPABLE_MAGIC: [u8; 4] = [0x50, 0x2A, 0x4D, 0x18];
+const SKIPPABLE_HEADER: usize = 8;
+
+/// The header of a raw block of `len` bytes (at most [`MAX_BLOCK`]).
+fn block_header(len: usize, last: bool) -> [u8; BLOCK_HEADER] {
+    let header = (len as u32) << 3 | u32::from(last);
+    let bytes = header.to_le_bytes();
+    [bytes[0], bytes[1], bytes[2]]
 }
 
 /// A reused zstd decoder and the bytes it decompressed of the current page.
@@ -471,15 +522,23 @@ fn decode_levels(bytes: &[u8], count: usize, mut run: impl FnMut(usize, bool)) -
     Some(())
 }
 
-/// The header of an uncompressed data page v2 (PLAIN values, no repetition levels, no
-/// statistics) that is `total` bytes long with its body, or `None` if no body size makes the
-/// two add up to `total` (where both sizes' varints grow a byte, the total skips two).
-fn page_header(total: usize, num_values: i32, num_nulls: i32, levels_len: i32) -> Option<Vec<u8>> {
+/// The header of a compressed data page v2 (PLAIN values, no repetition levels, no
+/// statistics) that is `total` bytes long with its body and decompresses to `uncompressed`
+/// bytes, or `None` if no body size makes the two add up to `total` (where the body size's
+/// varint grows a byte, the total skips one).
+fn page_header(
+    total: usize,
+    uncompressed: usize,
+    num_values: i32,
+    num_nulls: i32,
+    levels_len: i32,
+) -> Option<Vec<u8>> {
+    let uncompressed = i32::try_from(uncompressed).ok()?;
     let header = |size: usize| {
         let size = i32::try_from(size).ok()?;
         let mut w = CompactWriter::default();
         w.i32(1, DATA_PAGE_V2);
-        w.i32(2, size);
+        w.i32(2, uncompressed);
         w.i32(3, size);
         let outer = w.begin_struct(8);
         w.i32(1, num_values);
@@ -488,7 +547,7 @@ fn page_header(total: usize, num_values: i32, num_nulls: i32, levels_len: i32) -
         w.i32(4, PLAIN);
         w.i32(5, levels_len);
         w.i32(6, 0);
-        w.bool(7, false);
+        w.bool(7, true);
         w.end_struct(outer);
         w.end_struct(0);
         Some(w.bytes)

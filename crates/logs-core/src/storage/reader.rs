@@ -265,13 +265,15 @@ impl ScanReader {
     ) -> ParquetResult<()> {
         let mut wanted = Vec::with_capacity(indices.len());
         let mut slots = Vec::with_capacity(indices.len());
+        let apart = self.read_apart(ranges, indices);
         for &i in indices {
-            match self.read_ahead.as_ref().and_then(|ahead| ahead.get(&ranges[i])) {
-                Some(bytes) => out[i] = bytes,
-                None => {
-                    wanted.push(ranges[i].clone());
-                    slots.push(i);
-                }
+            if let Some(bytes) = self.read_ahead.as_ref().and_then(|ahead| ahead.get(&ranges[i])) {
+                out[i] = bytes;
+            } else if apart.contains(&i) {
+                out[i] = self.read(ranges[i].clone()).await?;
+            } else {
+                wanted.push(ranges[i].clone());
+                slots.push(i);
             }
         }
         if wanted.is_empty() {
@@ -299,6 +301,20 @@ impl ScanReader {
             out[i] = bytes;
         }
         Ok(())
+    }
+
+    /// Those of `indices` whose range of `ranges` is a page the partial-page rewriter may
+    /// rewrite, if the file is local: such a page is read into a buffer of its own, which its
+    /// rewrite then writes over instead of copying the page (`partial_page.rs`). Over an object
+    /// store every read is a request, and pages close together are fetched at once.
+    fn read_apart(&mut self, ranges: &[Range<u64>], indices: &[usize]) -> HashSet<usize> {
+        if self.object.is_remote() {
+            return HashSet::new();
+        }
+        let (Some(footer), Some(partial)) = (self.footer(), self.partial.as_mut()) else {
+            return HashSet::new();
+        };
+        indices.iter().copied().filter(|&i| partial.may_rewrite(&footer, &ranges[i])).collect()
     }
 
     /// The footer of the file: the one the scan asked this reader for, or the cached one (the
@@ -413,380 +429,7 @@ impl Drop for ScanReader {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::storage::object::testing;
-    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-
-    fn reader(path: &std::path::Path) -> ScanReader {
-        let (object, _) = testing::local_file(path);
-        reader_of(object)
-    }
-
-    pub(super) fn reader_of(object: ObjectFile) -> ScanReader {
-        let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
-        let metrics = ExecutionPlanMetricsSet::new();
-        let metrics = ParquetFileMetrics::new(0, "f", &metrics);
-        ScanReader {
-            object,
-            metrics,
-            dictionaries_skipped: Count::new(),
-            pages_read_ahead: Count::new(),
-            footer: None,
-            dictionary_pages: None,
-            columns: None,
-            read_ahead: None,
-            partial: None,
-            metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
-            progress: Arc::default(),
-            read_pages: false,
-        }
-    }
-
-    #[tokio::test]
-    async fn ranges_in_any_order_overlapping_or_far_apart_read_exactly_their_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let (path, content) = testing::patterned_file(dir.path(), "f", 200_000);
-        let mut reader = reader(&path);
-        let ranges = vec![
-            150_000..150_010,
-            0..10,
-            5..20,
-            20..20,
-            10..100,
-            100_000..199_999,
-            100_000..100_001,
-            199_999..200_000,
-        ];
-        testing::assert_exact(&ranges, &reader.read_ranges(&ranges).await.unwrap(), &content);
-        // Two reads: 0..100, and 100_000..200_000 (which holds the other four).
-        assert_eq!(reader.metrics.bytes_scanned.value(), 100 + 100_000, "merged reads");
-        let error = reader.read_ranges(&[10..20, 199_990..200_001]).await.unwrap_err().to_string();
-        assert!(error.contains("outside the object's 200000 bytes"), "{error}");
-    }
-
-    /// Every read counts the bytes it fetched, once: in the file's `bytes_scanned` and in the
-    /// export's progress. The end of a reader that read pages counts the rest of the file as
-    /// passed over, once per file; a reader that read only a footer or bloom filters does not.
-    #[tokio::test]
-    async fn each_read_is_counted_once_and_a_finished_file_counts_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let (path, _) = testing::patterned_file(dir.path(), "f", 200_000);
-        let location = testing::local_file(&path).0.meta().location.clone();
-        let progress = Arc::new(ScanProgress::default());
-        let reader_of_export = |progress: &Arc<ScanProgress>| {
-            let mut reader = reader(&path);
-            reader.progress = Arc::clone(progress);
-            reader
-        };
-
-        let mut pages = reader_of_export(&progress);
-        pages.read_ranges(std::slice::from_ref(&(0..100))).await.unwrap();
-        pages.read_ranges(&[50_000..50_500, 150_000..150_100]).await.unwrap();
-        pages.read(190_000..190_050).await.unwrap();
-        assert_eq!(pages.metrics.bytes_scanned.value(), 750);
-        assert_eq!(progress.covered(), 750);
-        let efficiency = pages.metrics.scan_efficiency_ratio.clone();
-        drop(pages);
-        assert_eq!((efficiency.part(), efficiency.total()), (750, 200_000));
-        assert_eq!(progress.covered(), 200_000, "the file is covered once its reader is done");
-
-        // Another reader of the same file adds what it reads, not the file again.
-        let mut again = reader_of_export(&progress);
-        again.read_ranges(std::slice::from_ref(&(0..10))).await.unwrap();
-        drop(again);
-        assert_eq!(progress.covered(), 200_010);
-        assert!(progress.finished.lock().unwrap().contains(&location));
-
-        // A reader that read no pages does not finish its file.
-        let progress = Arc::new(ScanProgress::default());
-        let mut footer = reader_of_export(&progress);
-        footer.read(199_000..200_000).await.unwrap();
-        drop(footer);
-        assert_eq!(progress.covered(), 1000);
-    }
-
-    #[tokio::test]
-    async fn a_file_that_changed_after_selection_is_refused_naming_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        std::fs::write(&path, vec![1u8; 1000]).unwrap();
-        let mut grown = reader(&path);
-        std::fs::write(&path, vec![1u8; 2000]).unwrap();
-        let error = grown.read(0..10).await.unwrap_err().to_string();
-        assert!(error.contains("changed after the export selected it"), "{error}");
-        assert!(error.contains(&path.display().to_string()), "{error}");
-
-        // Renamed over with the same size and modification time: only the inode tells.
-        std::fs::write(&path, vec![1u8; 1000]).unwrap();
-        let mut renamed_over = reader(&path);
-        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
-        let other = dir.path().join("g.parquet");
-        std::fs::write(&other, vec![2u8; 1000]).unwrap();
-        std::fs::File::options().write(true).open(&other).unwrap().set_modified(modified).unwrap();
-        std::fs::rename(&other, &path).unwrap();
-        let error = renamed_over.read(0..10).await.unwrap_err().to_string();
-        assert!(error.contains("changed after the export selected it"), "{error}");
-    }
-
-    /// A file of one string column of 4 000 distinct values, one row group: pages of 100
-    /// rows, dictionary-encoded until the 4 KiB dictionary is full and plain after that,
-    /// Snappy, with an offset index. Returns the values and the footer.
-    fn dictionary_fallback_file(path: &std::path::Path) -> (Vec<String>, Arc<ParquetMetaData>) {
-        use datafusion::arrow::array::{RecordBatch, StringArray};
-        use datafusion::parquet::basic::Compression;
-        use datafusion::parquet::file::properties::WriterProperties;
-        let values: Vec<String> = (0..4000).map(|i| format!("value {i:05} {}", "x".repeat(i % 50))).collect();
-        let column = Arc::new(StringArray::from(values.clone()));
-        let batch = RecordBatch::try_from_iter([("text", column as _)]).unwrap();
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_dictionary_page_size_limit(4096)
-            .set_write_batch_size(100)
-            .set_data_page_row_count_limit(100)
-            .build();
-        (values, crate::storage::read_ahead::tests::write(path, &batch, properties))
-    }
-
-    /// The byte ranges of the one column chunk of [`dictionary_fallback_file`].
-    struct Chunk {
-        dictionary: Range<u64>,
-        /// Its first data page (dictionary-encoded) and its last (plain).
-        first: Range<u64>,
-        last: Range<u64>,
-    }
-
-    /// Writes [`dictionary_fallback_file`] at `path`: its footer, its bytes and its chunk.
-    fn chunk_of_dictionary_fallback_file(path: &std::path::Path) -> (Arc<ParquetMetaData>, Vec<u8>, Chunk) {
-        let (_, footer) = dictionary_fallback_file(path);
-        let content = std::fs::read(path).unwrap();
-        let pages = footer.offset_index().unwrap()[0][0].page_locations();
-        let page = |i: usize| {
-            pages[i].offset as u64..(pages[i].offset + i64::from(pages[i].compressed_page_size)) as u64
-        };
-        let (first, last) = (page(0), page(pages.len() - 1));
-        let dictionary = footer.row_group(0).column(0).byte_range().0..first.start;
-        (footer.clone(), content, Chunk { dictionary, first, last })
-    }
-
-    #[tokio::test]
-    async fn a_dictionary_page_that_only_plain_pages_follow_is_replaced_by_an_empty_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        let (footer, content, Chunk { dictionary, first, last }) = chunk_of_dictionary_fallback_file(&path);
-        let bytes = |r: &Range<u64>| &content[r.start as usize..r.end as usize];
-        assert_eq!(dictionary_encoded(bytes(&first)), Some(true));
-        assert_eq!(dictionary_encoded(bytes(&last)), Some(false));
-        assert!(dictionary.end - dictionary.start > 200, "a real dictionary page");
-
-        let mut blind = reader(&path);
-        let mut reader = reader(&path);
-        reader.footer = Some(Arc::clone(&footer));
-        let read = reader.read_ranges(&[last.clone(), dictionary.clone()]).await.unwrap();
-        assert_eq!(&read[0][..], bytes(&last));
-        assert_eq!(read[1].len(), bytes(&dictionary).len());
-        assert!(read[1].starts_with(&EMPTY_DICTIONARY_PAGE_HEADER));
-        assert_eq!(reader.dictionaries_skipped.value(), 1);
-        // With a dictionary-encoded page among those asked for, or with no data page at all
-        // (then what follows is unknown), the dictionary page is read.
-        for ranges in [vec![dictionary.clone(), last.clone(), first.clone()], vec![dictionary.clone()]] {
-            let read = reader.read_ranges(&ranges).await.unwrap();
-            assert_eq!(&read[0][..], bytes(&dictionary), "{ranges:?}");
-        }
-        assert_eq!(reader.dictionaries_skipped.value(), 1);
-        // Without the footer the reader cannot tell a dictionary page: it reads what it is asked.
-        assert_eq!(
-            &blind.read_ranges(&[dictionary.clone(), last.clone()]).await.unwrap()[0][..],
-            bytes(&dictionary)
-        );
-    }
-
-    /// Over an object store the dictionary page comes in the same GET as the data pages after
-    /// it, and is still replaced by an empty one when no page needs it.
-    #[tokio::test]
-    async fn over_a_store_a_dictionary_page_costs_no_request_of_its_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        let (footer, content, Chunk { dictionary, first, last }) = chunk_of_dictionary_fallback_file(&path);
-        let (object, counts) = crate::storage::object::testing::stored_file(&path).await;
-        let mut reader = reader_of(object);
-        reader.footer = Some(Arc::clone(&footer));
-        let read = reader.read_ranges(&[dictionary.clone(), first.clone()]).await.unwrap();
-        assert_eq!(
-            &read[0][..],
-            &content[dictionary.start as usize..dictionary.end as usize],
-            "needed: real"
-        );
-        assert_eq!(counts.snapshot().gets, 1, "one GET for the dictionary and the page after it");
-        let read = reader.read_ranges(&[last.clone(), dictionary.clone()]).await.unwrap();
-        assert!(read[1].starts_with(&EMPTY_DICTIONARY_PAGE_HEADER), "not needed: replaced");
-        assert_eq!(&read[0][..], &content[last.start as usize..last.end as usize]);
-        assert_eq!(counts.snapshot().gets, 2, "and again one GET");
-        assert_eq!(reader.dictionaries_skipped.value(), 1);
-    }
-
-    #[tokio::test]
-    async fn rows_decoded_after_an_empty_dictionary_page_are_the_rows_written() {
-        use datafusion::arrow::array::AsArray;
-        use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
-        use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-        use futures::TryStreamExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        let (values, _) = dictionary_fallback_file(&path);
-        // Rows in plain pages only (the dictionary is not needed), then rows in the
-        // dictionary-encoded first pages as well.
-        let plain = vec![
-            RowSelector::skip(3_150),
-            RowSelector::select(120),
-            RowSelector::skip(700),
-            RowSelector::select(30),
-        ];
-        let both = vec![
-            RowSelector::skip(5),
-            RowSelector::select(20),
-            RowSelector::skip(3_900),
-            RowSelector::select(75),
-        ];
-        for (selectors, replaced) in [(plain, 1), (both, 0)] {
-            let mut expected = Vec::new();
-            let mut row = 0;
-            for s in &selectors {
-                if !s.skip {
-                    expected.extend_from_slice(&values[row..row + s.row_count]);
-                }
-                row += s.row_count;
-            }
-            let reader = reader(&path);
-            let skipped = reader.dictionaries_skipped.clone();
-            let options = ArrowReaderOptions::new()
-                .with_page_index_policy(datafusion::parquet::file::metadata::PageIndexPolicy::Required);
-            let stream = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
-                .await
-                .unwrap()
-                .with_row_selection(RowSelection::from(selectors))
-                .build()
-                .unwrap();
-            let batches: Vec<_> = stream.try_collect().await.unwrap();
-            let got: Vec<String> = batches
-                .iter()
-                .flat_map(|b| {
-                    b.column(0).as_string::<i32>().iter().map(|v| v.unwrap().to_owned()).collect::<Vec<_>>()
-                })
-                .collect();
-            assert_eq!(got, expected);
-            assert_eq!(skipped.value(), replaced);
-        }
-    }
-}
+mod tests;
 
 #[cfg(test)]
-mod read_ahead_tests {
-    use datafusion::arrow::array::{BooleanArray, Int64Array, RecordBatch};
-    use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
-    use datafusion::parquet::arrow::ProjectionMask;
-    use datafusion::parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection, RowSelector};
-    use datafusion::parquet::file::metadata::PageIndexPolicy;
-    use futures::TryStreamExt;
-
-    use super::*;
-    use crate::storage::object::Prefetched;
-    use crate::storage::read_ahead::tests::{ROW_GROUP, file};
-
-    /// Reads rows with 250 <= id < 262 of each row group of the read-ahead test file from an
-    /// object store, as a filtered scan does: the page index keeps rows 200..300 of each row
-    /// group, the filter reads `id`, then the other columns are read for the rows that matched.
-    /// Returns the batches, the GETs made for pages and the pages read ahead.
-    async fn filtered_read(
-        path: &std::path::Path,
-        columns: Option<&[&str]>,
-    ) -> (Vec<RecordBatch>, u64, usize) {
-        let (object, counts) = crate::storage::object::testing::stored_file(path).await;
-        let mut reader = super::tests::reader_of(object);
-        reader.columns = columns.map(|c| Arc::new(c.iter().map(|c| c.to_string()).collect()));
-        let read_ahead = reader.pages_read_ahead.clone();
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
-        let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options).await.unwrap();
-        let (filtered, projected) = (
-            ProjectionMask::leaves(builder.parquet_schema(), [0]),
-            ProjectionMask::leaves(builder.parquet_schema(), [0, 1, 2]),
-        );
-        let filter = ArrowPredicateFn::new(filtered, |batch: RecordBatch| {
-            let id = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
-            Ok(id
-                .values()
-                .iter()
-                .map(|i| Some((250..262).contains(&(i % ROW_GROUP as i64))))
-                .collect::<BooleanArray>())
-        });
-        let selection: Vec<RowSelector> = (0..2)
-            .flat_map(|_| {
-                [RowSelector::skip(200), RowSelector::select(100), RowSelector::skip(ROW_GROUP - 300)]
-            })
-            .collect();
-        let before = counts.snapshot().gets;
-        let stream = builder
-            .with_projection(projected)
-            .with_row_selection(RowSelection::from(selection))
-            .with_row_filter(RowFilter::new(vec![Box::new(filter)]))
-            .build()
-            .unwrap();
-        let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
-        (batches, counts.snapshot().gets - before, read_ahead.value())
-    }
-
-    /// Only a read that makes a request brings pages ahead: a first step served from bytes in
-    /// memory (the end of the file the footer was read with) fetches nothing, since the rows it
-    /// holds may all be rejected. The next step, which makes a request, reads ahead.
-    #[tokio::test]
-    async fn a_step_served_from_memory_reads_nothing_ahead() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        let footer = file(&path);
-        let page = |column: usize| {
-            let location = &footer.offset_index().unwrap()[1][column].page_locations()[2];
-            location.offset as u64..(location.offset + i64::from(location.compressed_page_size)) as u64
-        };
-        let (id, name) = (page(0), page(1));
-        let content = std::fs::read(&path).unwrap();
-        let held = footer.row_group(1).column(0).byte_range();
-        let held = held.0..held.0 + held.1;
-        let in_memory = Prefetched::new(
-            held.start,
-            Bytes::copy_from_slice(&content[held.start as usize..held.end as usize]),
-        );
-        let (object, counts) = crate::storage::object::testing::stored_file(&path).await;
-        let mut reader = super::tests::reader_of(object.with_prefetched(in_memory));
-        reader.footer = Some(Arc::clone(&footer));
-        reader.columns = Some(Arc::new(["id", "name", "text"].map(String::from).into()));
-        let read_ahead = reader.pages_read_ahead.clone();
-
-        let got = reader.read_ranges(std::slice::from_ref(&id)).await.unwrap();
-        assert_eq!(got[0], content[id.start as usize..id.end as usize]);
-        assert_eq!((counts.snapshot().gets, read_ahead.value()), (0, 0), "served from memory");
-
-        let got = reader.read_ranges(std::slice::from_ref(&name)).await.unwrap();
-        assert_eq!(got[0], content[name.start as usize..name.end as usize]);
-        assert_eq!((counts.snapshot().gets, read_ahead.value()), (1, 1), "`text` read ahead with `name`");
-    }
-
-    #[tokio::test]
-    async fn over_a_store_a_filtered_read_makes_one_request_per_row_group_and_reads_the_same_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.parquet");
-        file(&path);
-        let (expected, gets_without, none) = filtered_read(&path, None).await;
-        let (batches, gets, read_ahead) = filtered_read(&path, Some(&["id", "name", "text"])).await;
-        assert_eq!(batches, expected);
-        let ids: Vec<i64> = batches
-            .iter()
-            .flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
-            .collect();
-        assert_eq!(ids, (250..262).chain(1250..1262).collect::<Vec<_>>());
-        assert_eq!(none, 0);
-        assert!(read_ahead > 0);
-        // Without reading ahead: the `id` pages, then the other columns' pages, per row group.
-        assert_eq!(gets_without, 4);
-        assert_eq!(gets, 2, "one GET per row group");
-    }
-}
+mod read_ahead_tests;

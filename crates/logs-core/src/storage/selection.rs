@@ -267,6 +267,13 @@ fn rewritable_pages(footer: &ParquetMetaData, filters: &[(String, String)]) -> H
     out
 }
 
+/// The page of `pages` that `range` is: one that starts and ends where the offset index says
+/// (the bytes read for a range are always as long as it).
+fn page_at(pages: &HashMap<u64, RewritablePage>, range: &Range<u64>) -> Option<RewritablePage> {
+    let at = pages.get(&range.start)?;
+    (range.end - range.start == at.size).then_some(*at)
+}
+
 impl PartialPages {
     pub(crate) fn new(filters: TextFilters, rewritten: Count) -> PartialPages {
         PartialPages {
@@ -276,6 +283,13 @@ impl PartialPages {
             rewriter: PageRewriter::new(),
             rewritten,
         }
+    }
+
+    /// Whether `range` (of the file `footer` describes) is a page that [`PartialPages::rewrite`]
+    /// may rewrite.
+    pub(crate) fn may_rewrite(&mut self, footer: &ParquetMetaData, range: &Range<u64>) -> bool {
+        let rewritable = self.pages.get_or_insert_with(|| rewritable_pages(footer, &self.filters));
+        page_at(rewritable, range).is_some()
     }
 
     /// Replaces each page of `pages` (read for `ranges` from `object`) that holds a text
@@ -291,12 +305,7 @@ impl PartialPages {
         pages: &mut [Bytes],
     ) -> u64 {
         let rewritable = self.pages.get_or_insert_with(|| rewritable_pages(footer, &self.filters));
-        // A range is a page if it starts and ends where the offset index says (the bytes read
-        // for a range are always as long as it).
-        let wanted = |range: &Range<u64>| {
-            let at = rewritable.get(&range.start)?;
-            (range.end - range.start == at.size).then_some(*at)
-        };
+        let wanted = |range: &Range<u64>| page_at(rewritable, range);
         // The rows of a row group are worked out only if the pages to rewrite in one read
         // outweigh the filter columns read for them: a scan that already found its rows through
         // a page index reads few pages (and those of the filter columns only in part). A later
@@ -327,9 +336,8 @@ impl PartialPages {
             if rows.is_empty() {
                 continue;
             }
-            if let Some(rewritten) = self.rewriter.rewrite_sparse(page, at.optional, &rows) {
+            if self.rewriter.rewrite_sparse(page, at.optional, &rows) {
                 self.rewritten.add(1);
-                *page = rewritten;
             }
         }
         read

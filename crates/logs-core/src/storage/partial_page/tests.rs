@@ -287,9 +287,9 @@ fn rewritten_pages_read_back_as_written(version: WriterVersion) {
             for rows in selections(&mut rng, page.rows) {
                 assert!(file.check(&mut rewriter, page, optional, &rows), "{page:?} {rows:?}");
             }
-            // Every row: no value is left to hold the padding.
+            // Every row: read back as written if it fits.
             let every: Vec<u32> = (0..page.rows as u32).collect();
-            assert!(rewriter.rewrite(file.page(page), optional, &every).is_none());
+            file.check(&mut rewriter, page, optional, &every);
             // Every row but the last value: fits where the values do not compress.
             let values = file.expected(page, &every);
             let last = every.iter().rposition(|&r| values.is_valid(r as usize)).unwrap();
@@ -352,6 +352,12 @@ fn decompression_stops_after_the_last_selected_value() {
     }
 }
 
+/// [`PageRewriter::rewrite_sparse`] of a copy of `page`, of a column without nulls.
+fn rewrite_sparse(rewriter: &mut PageRewriter, page: &[u8], rows: &[u32]) -> Option<Bytes> {
+    let mut page = Bytes::copy_from_slice(page);
+    rewriter.rewrite_sparse(&mut page, false, rows).then_some(page)
+}
+
 /// `rewrite_sparse` rewrites a page for one row in eight or fewer, and only while their
 /// values at the page's average length take at most half its bytes; otherwise it leaves
 /// the page as it is without decompressing any of it.
@@ -371,12 +377,12 @@ fn only_sparse_selections_are_rewritten() {
         let before = rewriter.decompressed();
         let every: Vec<u32> = (0..eighth + 1).map(|i| i * 7).filter(|&r| (r as usize) < page.rows).collect();
         if every.len() as u32 == eighth + 1 {
-            assert!(rewriter.rewrite_sparse(file.page(&page), false, &every).is_none(), "{page:?}");
+            assert!(rewrite_sparse(&mut rewriter, file.page(&page), &every).is_none(), "{page:?}");
             assert_eq!(rewriter.decompressed(), before, "nothing is decompressed for a dense selection");
             dense += 1;
         }
         let few: Vec<u32> = (0..eighth).map(|i| i * 8).collect();
-        let rewritten = rewriter.rewrite_sparse(file.page(&page), false, &few);
+        let rewritten = rewrite_sparse(&mut rewriter, file.page(&page), &few);
         assert_eq!(rewritten.is_some(), fits(eighth), "{page:?}");
         if rewritten.is_some() {
             assert!(file.check(&mut rewriter, &page, false, &few));
@@ -401,7 +407,7 @@ fn only_sparse_selections_are_rewritten() {
         }
         let few: Vec<u32> = (0..rows as u32).map(|i| i * 8).collect();
         let before = rewriter.decompressed();
-        assert!(rewriter.rewrite_sparse(file.page(&page), false, &few).is_none(), "{page:?}");
+        assert!(rewrite_sparse(&mut rewriter, file.page(&page), &few).is_none(), "{page:?}");
         assert_eq!(rewriter.decompressed(), before);
         assert!(file.check(&mut rewriter, &page, false, &few), "{page:?}: it would fit");
         refused += 1;
@@ -621,40 +627,96 @@ fn corrupt_pages_never_panic() {
     }
 }
 
-/// Why the padding goes into a value: with the same bytes after the last value instead (the
-/// last value empty), the reader (of `StringArray`s, with or without the offset index)
-/// panics on reading a null row after the page's last value.
-#[test]
-fn bytes_after_the_last_value_break_the_reader() {
-    use std::panic::AssertUnwindSafe;
+/// The fields of a rewritten page's header: its uncompressed and compressed sizes, and the
+/// length of its levels; and where its body starts.
+fn rewritten_header(page: &[u8]) -> ([usize; 3], usize) {
+    let mut r = Compact { bytes: page, at: 0 };
+    let (mut sizes, mut levels, mut last_id) = ([0; 2], None, 0);
+    while let Some((id, kind)) = r.field_header(last_id).unwrap() {
+        match id {
+            2 | 3 => sizes[id as usize - 2] = r.zigzag().unwrap() as usize,
+            8 => levels = read_struct(&mut r).map(|(ints, flag)| (ints[4].unwrap() as usize, flag)),
+            _ => r.skip(kind, 0).unwrap(),
+        }
+        last_id = id;
+    }
+    let (levels, compressed) = levels.unwrap();
+    assert_eq!(compressed, Some(true));
+    ([sizes[0], sizes[1], levels], r.at)
+}
 
+/// A rewritten page is its header, its levels, its values in a frame of raw blocks that zstd
+/// decompresses to exactly the rest of the page's uncompressed size, and a skippable frame
+/// over the rest of the page's bytes, which are left as they were: written over the page
+/// itself when nothing else holds it, and into a new buffer when something does.
+#[test]
+fn the_values_are_a_raw_frame_and_the_rest_of_the_page_a_skippable_one() {
     for version in VERSIONS {
         let file = write(&mixed_batch(), properties(version).build());
-        // Rows 150 to 209 are null.
         let page = data_pages(file.indexed.metadata(), 1)[1].clone();
-        assert_eq!((page.first_row, page.rows), (100, 100));
-        let rewritten = PageRewriter::new().rewrite(file.page(&page), true, &[99]).unwrap();
-        // The header, the levels, a placeholder for each value but the last, the last.
-        let mut r = Compact { bytes: &rewritten, at: 0 };
-        let (mut counts, mut last_id) = (None, 0);
-        while let Some((id, kind)) = r.field_header(last_id).unwrap() {
-            match id {
-                8 => counts = read_struct(&mut r).map(|(ints, _)| ints.map(|i| i.unwrap() as usize)),
-                _ => r.skip(kind, 0).unwrap(),
+        let original = file.page(&page);
+        // Two rows that are not null.
+        let every: Vec<u32> = (0..page.rows as u32).collect();
+        let all = file.expected(&page, &every);
+        let valid: Vec<u32> = every.into_iter().filter(|&r| all.is_valid(r as usize)).collect();
+        let rows = [valid[1], valid[5]];
+        let expected = file.expected(&page, &rows);
+
+        let mut unique = Bytes::copy_from_slice(original);
+        let at = unique.as_ptr();
+        assert!(PageRewriter::new().rewrite_sparse(&mut unique, true, &rows));
+        assert_eq!(unique.as_ptr(), at, "written over the page itself");
+        let shared = Bytes::copy_from_slice(original);
+        let mut copy = shared.clone();
+        assert!(PageRewriter::new().rewrite_sparse(&mut copy, true, &rows));
+        assert_ne!(copy.as_ptr(), shared.as_ptr());
+        assert_eq!(&shared[..], original, "the shared bytes are left as they are");
+
+        for rewritten in [&unique, &copy] {
+            assert_eq!(rewritten.len(), original.len());
+            let ([uncompressed, compressed, levels], body) = rewritten_header(rewritten);
+            assert_eq!(body + compressed, rewritten.len());
+            let frames = &rewritten[body + levels..];
+            let values = zstd::bulk::decompress(frames, uncompressed).unwrap();
+            assert_eq!(levels + values.len(), uncompressed);
+            let raw = RAW_FRAME_HEADER.len() + 4 + BLOCK_HEADER + values.len();
+            assert_eq!(frames[..RAW_FRAME_HEADER.len()], RAW_FRAME_HEADER);
+            assert_eq!(frames[raw..raw + 4], SKIPPABLE_MAGIC);
+            let skipped = u32::from_le_bytes(frames[raw + 4..raw + 8].try_into().unwrap()) as usize;
+            assert_eq!(raw + SKIPPABLE_HEADER + skipped, frames.len());
+            let rest = rewritten.len() - skipped;
+            if std::ptr::eq(rewritten, &unique) {
+                assert_eq!(rewritten[rest..], original[rest..]);
             }
-            last_id = id;
+            let spliced = file.spliced(&page, rewritten);
+            for meta in [&file.indexed, &file.walked, &file.views] {
+                let got = file.read_rows(&spliced, meta, &page, &rows).unwrap();
+                assert_eq!(&cast(&got, expected.data_type()).unwrap(), &expected);
+            }
         }
-        let [num_values, num_nulls, _, _, levels_len, _] = counts.unwrap();
-        let last = r.at + levels_len + 4 * (num_values - num_nulls - 1);
-        let padding = u32::from_le_bytes(rewritten[last..last + 4].try_into().unwrap()) as usize;
-        assert_eq!(last + 4 + padding, rewritten.len());
-        let mut trailing = rewritten.to_vec();
-        trailing[last..last + 4].fill(0);
-        let spliced = file.spliced(&page, &trailing);
-        for meta in [&file.indexed, &file.walked] {
-            let read =
-                std::panic::catch_unwind(AssertUnwindSafe(|| file.read_rows(&spliced, meta, &page, &[99])));
-            assert!(read.is_err(), "{version:?}");
+    }
+}
+
+/// Selected values of more than a block's bytes (128 KiB) are split into raw blocks.
+#[test]
+fn values_longer_than_a_block_are_split_into_blocks() {
+    let mut rng = Rng::new(7);
+    let values: BinaryArray =
+        (0..12).map(|_| Some((0..60_000).map(|_| rng.next() as u8).collect::<Vec<u8>>())).collect();
+    let batch = RecordBatch::try_from_iter([("random", Arc::new(values) as ArrayRef)]).unwrap();
+    for version in VERSIONS {
+        let file = write(&batch, properties(version).set_write_batch_size(1).build());
+        let pages = data_pages(file.indexed.metadata(), 0);
+        assert_eq!(pages.len(), 1);
+        let mut rewriter = PageRewriter::new();
+        for rows in [vec![0, 1, 2, 3, 4], vec![1, 5, 9, 10, 11], (0..11).collect()] {
+            assert!(file.check(&mut rewriter, &pages[0], false, &rows), "{rows:?}");
+            let rewritten = rewriter.rewrite(file.page(&pages[0]), false, &rows).unwrap();
+            let ([uncompressed, ..], body) = rewritten_header(&rewritten);
+            assert!(uncompressed > 2 * BLOCK, "{uncompressed}");
+            // The second block's header follows the first, whole block.
+            let second = body + RAW_FRAME_HEADER.len() + 4 + BLOCK_HEADER + BLOCK;
+            assert_eq!(rewritten[second..second + 3], block_header(BLOCK, false));
         }
     }
 }
@@ -762,7 +824,7 @@ fn written_fields_read_back() {
 fn headers_make_up_the_page_length_exactly() {
     let mut gaps = 0;
     for total in (0..300).chain(8_100..8_300).chain(1_048_500..1_048_700) {
-        let Some(header) = page_header(total, 100, 7, 20) else {
+        let Some(header) = page_header(total, 5_000, 100, 7, 20) else {
             gaps += 1;
             continue;
         };
@@ -777,9 +839,9 @@ fn headers_make_up_the_page_length_exactly() {
             last_id = id;
         }
         assert_eq!(r.at, header.len());
-        assert_eq!(sizes, [total - header.len(); 2], "{total}");
+        assert_eq!(sizes, [5_000, total - header.len()], "{total}");
         assert_eq!(dictionary_encoded(&header), Some(false));
     }
-    // Too short for any header, and two lengths at each of the two varint boundaries.
-    assert_eq!(gaps, 26 + 2 + 2);
+    // Too short for any header, and one length at each of the two varint boundaries.
+    assert_eq!(gaps, 26 + 1 + 1);
 }
