@@ -11,8 +11,8 @@
 //! The rewritten page takes exactly the bytes of the original: the reader slices each page out
 //! of the column chunk by the size its offset index gives, so the page must fit there, and
 //! every other page stays where it was. Its values are a zstd frame of raw (stored) blocks,
-//! which the reader's zstd decoder copies out, and the page's remaining bytes a skippable
-//! frame, which the decoder passes over: so the rewrite writes only the page's front, over the
+//! which the reader's zstd decoder copies out, and the page's remaining bytes (8 at least, or
+//! the page is left as it is) a skippable frame, which the decoder passes over: so the rewrite writes only the page's front, over the
 //! original page's own bytes when nothing else holds them (the scan reads such pages from a
 //! local file into buffers of their own), and the values end exactly where the decompressed
 //! page does (parquet's PLAIN decoder for byte arrays divides by zero when asked for values
@@ -166,16 +166,24 @@ impl PageRewriter {
             return None;
         }
 
-        // The header, the levels, the frame and a placeholder for every value must fit before
-        // anything more is decompressed; then each selected value. (The header is at most as
-        // long as one for sizes of the whole page.)
+        // The header, the levels, the frames' headers and a placeholder for every value must
+        // fit before anything more is decompressed; then each selected value. (The header is at
+        // most as long as one for sizes of the whole page. This bounds the work spent on a page
+        // that cannot be rewritten; whether the page fits is settled exactly below.)
         let levels_size = levels.len();
         let counts = [header.num_values, num_nulls, levels_size].map(i32::try_from);
         let [Ok(num_values), Ok(num_nulls), Ok(levels_len)] = counts else { return None };
         let longest_header = page_header(page.len(), page.len(), num_values, num_nulls, levels_len)?;
         let mut room = page
             .len()
-            .checked_sub(longest_header.len() + levels_size + RAW_FRAME_HEADER.len() + 4 + BLOCK_HEADER)?
+            .checked_sub(
+                longest_header.len()
+                    + levels_size
+                    + RAW_FRAME_HEADER.len()
+                    + 4
+                    + BLOCK_HEADER
+                    + SKIPPABLE_HEADER,
+            )?
             .checked_sub(non_null.checked_mul(4)?)?;
         // Where each selected value lies in the decompressed bytes; values before it are read
         // only to find where it starts.
@@ -215,7 +223,7 @@ impl PageRewriter {
         }
 
         // The page's front: header, levels and the values in a frame of raw blocks. The rest
-        // of the page's bytes, if any, become a skippable frame.
+        // of the page's bytes become a skippable frame, which needs room for its header.
         let blocks = values.len().div_ceil(MAX_BLOCK).max(1);
         let frame_len = RAW_FRAME_HEADER.len() + 4 + blocks * BLOCK_HEADER + values.len();
         let uncompressed = levels_size.checked_add(values.len())?;
@@ -235,22 +243,18 @@ impl PageRewriter {
             front.extend_from_slice(chunk);
         }
         debug_assert_eq!(front.len(), page_header.len() + levels_size + frame_len);
-        let rest = page.len().checked_sub(front.len())?;
-        if (1..SKIPPABLE_HEADER).contains(&rest) {
-            return None;
-        }
+        let skipped = page.len().checked_sub(front.len() + SKIPPABLE_HEADER)?;
+        let skipped = u32::try_from(skipped).ok()?;
 
         // Written over the page's own bytes when nothing else holds them, else into a copy.
         let mut out = match std::mem::take(page).try_into_mut() {
             Ok(unique) => unique,
-            Err(_) => BytesMut::zeroed(front.len() + rest),
+            Err(shared) => BytesMut::zeroed(shared.len()),
         };
-        out[..front.len()].copy_from_slice(front);
-        if rest > 0 {
-            let skipped = u32::try_from(rest - SKIPPABLE_HEADER).ok()?;
-            out[front.len()..front.len() + 4].copy_from_slice(&SKIPPABLE_MAGIC);
-            out[front.len() + 4..front.len() + 8].copy_from_slice(&skipped.to_le_bytes());
-        }
+        let (written, rest) = out.split_at_mut(front.len());
+        written.copy_from_slice(front);
+        rest[..4].copy_from_slice(&SKIPPABLE_MAGIC);
+        rest[4..SKIPPABLE_HEADER].copy_from_slice(&skipped.to_le_bytes());
         *page = out.freeze();
         Some(())
     }
