@@ -625,3 +625,6 @@ fn zigzag(value: i32) -> u32 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod encoding_tests;
