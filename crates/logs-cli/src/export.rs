@@ -14,6 +14,7 @@ use logs_core::{
 use logs_format::{Encoder, EncoderOptions, Format, JsonIntegers};
 
 use crate::Failure;
+use crate::preallocate::Preallocated;
 use crate::store::S3Args;
 
 #[derive(Debug, Args)]
@@ -180,11 +181,12 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
             drop(encode(&mut export, format, file, options).await?);
         }
         Some(path) => {
-            let file = temporary_file_beside(path)?;
+            let file = Preallocated::new(temporary_file_beside(path)?);
             // Renamed only once complete: no reader ever sees a partial export under `path`.
             // No fsync: durability across a power loss is left to the filesystem, as other
             // export tools do; forcing gigabytes to disk would double the export's time.
             let file = encode(&mut export, format, file, options).await?;
+            let file = file.finish().with_context(|| format!("cannot write {}", path.display()))?;
             file.persist(path).with_context(|| format!("cannot rename the output to {}", path.display()))?;
         }
     }

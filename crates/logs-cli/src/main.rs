@@ -2,6 +2,7 @@
 
 mod export;
 mod generate;
+mod preallocate;
 mod serve;
 mod store;
 
