@@ -91,6 +91,11 @@ impl<W: Write> JsonEncoder<W> {
         Ok(self.output.flush()?)
     }
 
+    /// See [`crate::Encoder::take_buffered`].
+    pub fn take_buffered(&mut self, next: Vec<u8>) -> Vec<u8> {
+        self.output.take(next)
+    }
+
     /// Bytes encoded so far, including those still buffered.
     pub fn bytes_written(&self) -> u64 {
         self.output.bytes_written()

@@ -334,6 +334,22 @@ impl<W: Write> Encoder<W> {
         }
     }
 
+    /// Takes the bytes encoded since they last reached the writer out of the encoder instead
+    /// of writing them, and goes on encoding into `next` (emptied first). For a caller that
+    /// passes the bytes on by value (the HTTP service sends each as a chunk of the body), this
+    /// saves copying them into the writer; giving back the buffers it took once they are sent
+    /// also saves allocating new ones. The bytes are those [`Encoder::flush`] would have
+    /// written next, and [`Encoder::bytes_written`] counts them; before the first batch nothing
+    /// is taken (the header waits, as for `flush`). The writer still gets what the encoder
+    /// hands it by itself when its buffer passes about 1 MiB, and the rest of the output at
+    /// [`Encoder::finish`].
+    pub fn take_buffered(&mut self, next: Vec<u8>) -> Vec<u8> {
+        match &mut self.inner {
+            Inner::Csv(encoder) => encoder.take_buffered(next),
+            Inner::Json(encoder) => encoder.take_buffered(next),
+        }
+    }
+
     /// Bytes encoded so far, including those still buffered; after `finish` this is the
     /// length of the output.
     pub fn bytes_written(&self) -> u64 {

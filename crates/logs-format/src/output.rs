@@ -44,6 +44,15 @@ impl<W: Write> Output<W> {
         self.writer.flush()
     }
 
+    /// Takes whatever is buffered out, as [`Output::flush`] would have written it, and goes on
+    /// in `next`, emptied first. Before the first batch this is empty.
+    pub(crate) fn take(&mut self, mut next: Vec<u8>) -> Vec<u8> {
+        next.clear();
+        let taken = std::mem::replace(&mut self.buf, next);
+        self.flushed += taken.len() as u64;
+        taken
+    }
+
     fn flush_buffer(&mut self) -> io::Result<()> {
         self.writer.write_all(&self.buf)?;
         self.flushed += self.buf.len() as u64;

@@ -438,3 +438,43 @@ fn flush_hands_over_the_rows_so_far_but_nothing_before_the_first_batch() {
         assert!(after_flush.len() > 3 && unflushed.starts_with(&after_flush), "{format}");
     }
 }
+
+#[test]
+fn take_buffered_takes_what_flush_would_write_and_the_writer_gets_the_rest() {
+    // A batch of 1.5 MB: the encoder hands its first megabyte to the writer by itself.
+    let long = "x,\"y\"\n".repeat(20_000);
+    let big = batch(vec![("a", strings(&[Some(long.as_str()); 12]))]);
+    let small = batch(vec![("a", strings(&[Some("x"), None]))]);
+    for format in [Format::Csv, Format::Json] {
+        let sink = Shared::default();
+        let options = EncoderOptions::default().with_bom(true);
+        let mut encoder = Encoder::new(format, sink.clone(), &big.schema(), options).unwrap();
+        assert!(encoder.take_buffered(Vec::new()).is_empty(), "{format}: nothing before the first batch");
+        // The output in the order a caller sends it: what the writer got, then what was taken.
+        let mut sent = Vec::new();
+        let send = |sent: &mut Vec<u8>, taken: Vec<u8>, sink: &Shared| {
+            sent.append(&mut sink.0.borrow_mut());
+            sent.extend_from_slice(&taken);
+        };
+        encoder.write_batch(&small).unwrap();
+        let taken = encoder.take_buffered(Vec::new());
+        assert!(sink.0.borrow().is_empty() && !taken.is_empty(), "{format}: the first rows are taken");
+        // The buffer given back, still holding its bytes, is emptied before it is written to.
+        let given_back = taken.clone();
+        send(&mut sent, taken, &sink);
+        encoder.write_batch(&big).unwrap();
+        encoder.write_batch(&small).unwrap();
+        assert!(sink.0.borrow().len() >= 1 << 20, "{format}: the writer got the first megabyte");
+        let taken = encoder.take_buffered(given_back);
+        assert!(!taken.is_empty(), "{format}: the rows after it are taken");
+        send(&mut sent, taken, &sink);
+        assert!(encoder.take_buffered(Vec::new()).is_empty(), "{format}: nothing is taken twice");
+        assert_eq!(encoder.bytes_written(), sent.len() as u64, "{format}: taken bytes are counted");
+        encoder.write_batch(&small).unwrap();
+        encoder.finish().unwrap();
+        send(&mut sent, Vec::new(), &sink);
+        let batches = [small.clone(), big.clone(), small.clone(), small.clone()];
+        let whole = encode_with(format, &big.schema(), &batches, options);
+        assert_eq!(sent, whole, "{format}: taking changes no byte and no order");
+    }
+}

@@ -184,6 +184,7 @@ pub(crate) async fn start(
         failure: Arc::clone(&failure),
         stream,
         encoder: Some(encoder),
+        buffers: Buffers::default(),
         pending,
         tx,
         metrics: state.metrics().clone(),
@@ -251,18 +252,71 @@ struct ChunkWriter {
     metrics: Arc<Metrics>,
 }
 
+impl ChunkWriter {
+    /// Queues `bytes` as the body's next chunk.
+    fn queue(pending: &Mutex<VecDeque<Chunk>>, metrics: &Arc<Metrics>, bytes: Bytes) {
+        if !bytes.is_empty() {
+            metrics.buffer(bytes.len() as u64);
+            let chunk = Chunk { bytes, metrics: metrics.clone() };
+            pending.lock().unwrap_or_else(|e| e.into_inner()).push_back(chunk);
+        }
+    }
+}
+
 impl Write for ChunkWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if !buf.is_empty() {
-            self.metrics.buffer(buf.len() as u64);
-            let chunk = Chunk { bytes: Bytes::copy_from_slice(buf), metrics: self.metrics.clone() };
-            self.pending.lock().unwrap_or_else(|e| e.into_inner()).push_back(chunk);
-        }
+        ChunkWriter::queue(&self.pending, &self.metrics, Bytes::copy_from_slice(buf));
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// The buffers the encoder fills, each back from the body once its chunk is sent, so that an
+/// export reuses a few buffers rather than allocating one per chunk. At most
+/// [`Buffers::LIMIT`] wait here, for the next slices; more are freed, so that what an export
+/// holds is still about its chunks in flight.
+#[derive(Clone, Default)]
+struct Buffers {
+    free: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Buffers {
+    const LIMIT: usize = 2;
+
+    /// A buffer to encode into: one given back, or a new one with room for a slice and then
+    /// some (it grows if a slice needs more).
+    fn get(&self) -> Vec<u8> {
+        let given_back = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        given_back.unwrap_or_else(|| Vec::with_capacity((SLICE_BYTES + SLICE_BYTES / 8) as usize))
+    }
+
+    /// `buffer` as a chunk's bytes, given back here when the chunk is dropped.
+    fn chunk(&self, buffer: Vec<u8>) -> Bytes {
+        Bytes::from_owner(Recycled { buffer, to: self.clone() })
+    }
+}
+
+/// A chunk's bytes, and where their buffer goes when the chunk is dropped.
+struct Recycled {
+    buffer: Vec<u8>,
+    to: Buffers,
+}
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buffer
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        let mut free = self.to.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < Buffers::LIMIT {
+            free.push(std::mem::take(&mut self.buffer));
+        }
     }
 }
 
@@ -283,6 +337,7 @@ impl Stop {
 struct Producer {
     stream: ExportStream,
     encoder: Option<Encoder<ChunkWriter>>,
+    buffers: Buffers,
     pending: Arc<Mutex<VecDeque<Chunk>>>,
     tx: mpsc::Sender<Message>,
     metrics: Arc<Metrics>,
@@ -374,8 +429,11 @@ impl Producer {
             let slice = (SLICE_BYTES / per_row).clamp(16, 8192) as usize;
             let len = slice.min(rows - offset);
             encoder.write_batch(&batch.slice(offset, len)).map_err(Stop::internal)?;
-            // Hand the slice to the body now: a small or slow export streams as it goes.
-            encoder.flush().map_err(Stop::internal)?;
+            // Hand the slice to the body now: a small or slow export streams as it goes. The
+            // encoder's buffer becomes the chunk, rather than being copied into one, and comes
+            // back to `buffers` once the chunk is sent.
+            let bytes = encoder.take_buffered(self.buffers.get());
+            ChunkWriter::queue(&self.pending, &self.metrics, self.buffers.chunk(bytes));
             offset += len;
             self.send_pending().await?;
         }
@@ -450,5 +508,32 @@ impl Stream for Chunks {
                 Poll::Ready(Some(Err(io::Error::other("the export failed; the response is incomplete"))))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunks_buffer_comes_back_once_the_chunk_is_dropped_and_two_wait_at_most() {
+        let buffers = Buffers::default();
+        let mut buffer = buffers.get();
+        assert!(buffer.capacity() >= SLICE_BYTES as usize, "a new buffer has room for a slice");
+        buffer.extend_from_slice(b"slice");
+        let address = buffer.as_ptr();
+        let chunk = buffers.chunk(buffer);
+        assert_eq!(&chunk[..], b"slice");
+        let copy = chunk.clone();
+        drop(chunk);
+        assert!(buffers.free.lock().unwrap().is_empty(), "not while a clone still holds the bytes");
+        drop(copy);
+        let again = buffers.get();
+        assert_eq!(again.as_ptr(), address, "the same buffer comes back");
+        assert!(buffers.free.lock().unwrap().is_empty());
+
+        let chunks: Vec<Bytes> = (0..5).map(|_| buffers.chunk(vec![1; 10])).collect();
+        drop(chunks);
+        assert_eq!(buffers.free.lock().unwrap().len(), Buffers::LIMIT, "the others are freed");
     }
 }
