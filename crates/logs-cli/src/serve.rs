@@ -228,6 +228,10 @@ fn init_logging(args: &ServeArgs) -> Result<(), Failure> {
 
 async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let service = Service::build(service_config(&args)?).await.map_err(service_failure)?;
+    // The signals are caught from here on, so that one sent as soon as the lines below are
+    // read stops the service as it should.
+    let stop = stop_signal();
+    reload_on_sighup(service.tokens_file())?;
     let address = service.address();
     println!("logs serve: serving {} on http://{address}", service.state().engine().location());
     if let Some(admin) = service.admin_address() {
@@ -236,8 +240,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     if let Some(token) = service.generated_token() {
         print_try_it(token, address, &service.example_target().await);
     }
-    reload_on_sighup(service.tokens_file())?;
-    service.run_until_stopped(stop_signal()).await.map_err(service_failure)
+    service.run_until_stopped(stop).await.map_err(service_failure)
 }
 
 /// The flags and environment, as the service's configuration.

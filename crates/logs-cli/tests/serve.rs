@@ -89,6 +89,16 @@ fn stop(mut served: Served) {
     panic!("logs serve did not stop within 10 s of SIGTERM");
 }
 
+/// A SIGTERM sent as soon as the service says it is up (as a service manager may) stops it
+/// cleanly: the signal is caught from before the first line is printed. Ten starts, since the
+/// gap it closes was a few instructions wide.
+#[test]
+fn a_stop_signal_as_soon_as_it_is_up_stops_it_cleanly() {
+    for _ in 0..10 {
+        stop(serve(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")));
+    }
+}
+
 #[test]
 fn a_bad_tokens_file_is_a_usage_error_that_quotes_no_secret() {
     let dir = tempfile::tempdir().unwrap();

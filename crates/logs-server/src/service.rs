@@ -12,8 +12,9 @@
 //!     ..ServiceConfig::new("s3://mobile-logs/errors/v1".parse()?)
 //! };
 //! let service = Service::build(config).await?; // dataset, token sources, listeners: checked here
+//! let stop = stop_signal(); // SIGTERM or SIGINT from here on: running exports finish
 //! println!("serving on http://{}", service.address());
-//! service.run_until_stopped(stop_signal()).await?; // SIGTERM or SIGINT: running exports finish
+//! service.run_until_stopped(stop).await?;
 //! # Ok(())
 //! # }
 //! ```
@@ -35,7 +36,7 @@ use std::time::Duration;
 use logs_core::{DatasetLocation, Engine, EngineConfig};
 use rand::RngCore;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::auth::introspection::{ApplicationGrants, ClientCredentials};
 use crate::auth::{
@@ -364,29 +365,50 @@ fn generate_token() -> String {
 }
 
 /// Resolves on the first SIGTERM or SIGINT; a second one exits the process at once (status
-/// 130). For [`Service::run_until_stopped`] in a binary.
-pub async fn stop_signal() {
-    if let Err(e) = wait_for_stop_signal().await {
-        tracing::error!(error = %e, "cannot watch for signals; stop the process with SIGKILL");
-        std::future::pending::<()>().await;
-    }
-    tracing::info!("stop signal received");
-    tokio::spawn(async {
-        if wait_for_stop_signal().await.is_ok() {
+/// 130). For [`Service::run_until_stopped`] in a binary. The signals are watched from this
+/// call on, not from the future's first poll: call it before announcing that the service is
+/// up, so that a signal sent as soon as the announcement is read stops the service cleanly
+/// instead of killing the process. Call it within a Tokio runtime.
+pub fn stop_signal() -> impl Future<Output = ()> + Send + 'static {
+    let watched = StopSignals::watch();
+    async move {
+        let mut signals = match watched {
+            Ok(signals) => signals,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot watch for signals; stop the process with SIGKILL");
+                return std::future::pending().await;
+            }
+        };
+        signals.next().await;
+        tracing::info!("stop signal received");
+        tokio::spawn(async move {
+            signals.next().await;
             tracing::warn!("second stop signal: exiting at once");
             std::process::exit(130);
-        }
-    });
+        });
+    }
 }
 
-async fn wait_for_stop_signal() -> std::io::Result<()> {
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+/// SIGTERM and SIGINT, caught from [`StopSignals::watch`] on.
+struct StopSignals {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl StopSignals {
+    fn watch() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
     }
-    Ok(())
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
 
 /// Reloads the tokens file of `store` on every SIGHUP (and, without one, logs the signal).
