@@ -17,18 +17,19 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's settings, read when it starts (the environment variable `_RJEM_MALLOC_CONF`
-/// overrides them): one arena. Each thread still caches the small and medium sizes it frees,
-/// so the scan's threads do not wait for each other, and batches freed by the encoder go
-/// back to the one arena they came from, so the peak does not grow with the export's length.
-/// Measured on the benchmark's exports, against glibc with one arena (its previous setting):
-/// the point export 72–85 → 54–64 ms, the wide export 133 → 137–139 MiB at the same speed
-/// and 151 → 157–160 MiB ten times as long. glibc with more arenas was as fast on the point
-/// export but peaked at 231–245 MiB on the long one; jemalloc's default (eight arenas per
-/// core) at 183 MiB on the wide export (docs/decisions.md, "Allocator").
+/// overrides them):
+/// - one arena: each thread still caches the small and medium sizes it frees, so the scan's
+///   threads do not wait for each other, and batches freed by the encoder go back to the one
+///   arena they came from, so the peak does not grow with the export's length;
+/// - huge pages asked for (`madvise`) on the memory it maps, where the system allows them: an
+///   export faults in its column chunks' buffers and decompressed pages 2 MiB at a time
+///   rather than 4 KiB. Every other command turns them off for itself first ([`main`]).
+///
+/// The measures behind both are in docs/decisions.md, "Allocator".
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals, unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-pub static malloc_conf: MallocConf = MallocConf(c"narenas:1".as_ptr());
+pub static malloc_conf: MallocConf = MallocConf(c"narenas:1,thp:always".as_ptr());
 
 /// A C string pointer, as jemalloc reads `malloc_conf`.
 #[derive(Debug)]
@@ -78,13 +79,27 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
+/// Turns transparent huge pages off for this process, whatever the allocator asks for. Where
+/// the kernel refuses, the process runs with the pages the system gives it.
+fn small_pages_only() {
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
 
+/// Huge pages are for `logs export` (see [`malloc_conf`]). The other commands turn them off
+/// before they touch more memory than jemalloc's first pages: `logs serve` runs many exports
+/// at once and for days, and with huge pages it used more CPU per export and kept more memory
+/// between exports (docs/decisions.md, "Allocator").
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_none_or(|command| command != "export") {
+        small_pages_only();
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Export(args) => export::run(*args),

@@ -338,6 +338,41 @@ fn a_closed_pipe_ends_the_export_quietly() {
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// `logs export` asks for transparent huge pages on the memory its allocator maps (the `hg`
+/// flag of a mapping, which `madvise(MADV_HUGEPAGE)` sets whatever the system's mode) and
+/// keeps them allowed for itself. `logs serve` turns them off (tests/serve.rs). Read while the
+/// export is blocked writing into a full pipe.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_export_asks_for_huge_pages() {
+    if !Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        eprintln!("this kernel has no transparent huge pages: nothing to ask for");
+        return;
+    }
+    let mut child = logs()
+        .args(["export", "--data"])
+        .arg(testdata())
+        .arg("errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error,error_json,error_id")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    stdout.read_exact(&mut first).unwrap();
+    let proc = PathBuf::from(format!("/proc/{}", child.id()));
+    let status = std::fs::read_to_string(proc.join("status")).unwrap();
+    let smaps = std::fs::read_to_string(proc.join("smaps")).unwrap();
+    std::io::copy(&mut stdout, &mut std::io::sink()).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(status.lines().any(|line| line == "THP_enabled:\t1"), "{status}");
+    let advised = smaps
+        .lines()
+        .filter(|line| line.starts_with("VmFlags:") && line.split_whitespace().any(|flag| flag == "hg"))
+        .count();
+    assert!(advised > 0, "no mapping advised for huge pages:\n{smaps}");
+}
+
 #[test]
 fn generate_refuses_a_non_empty_folder() {
     let dir = tempfile::tempdir().unwrap();
