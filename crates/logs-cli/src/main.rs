@@ -23,7 +23,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///   arena they came from, so the peak does not grow with the export's length;
 /// - huge pages asked for (`madvise`) on the memory it maps, where the system allows them: an
 ///   export faults in its column chunks' buffers and decompressed pages 2 MiB at a time
-///   rather than 4 KiB. Every other command turns them off for itself first ([`main`]).
+///   rather than 4 KiB.
 ///
 /// The measures behind both are in docs/decisions.md, "Allocator".
 #[cfg(not(target_env = "msvc"))]
@@ -79,27 +79,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
-/// Turns transparent huge pages off for this process, whatever the allocator asks for. Where
-/// the kernel refuses, the process runs with the pages the system gives it.
-fn small_pages_only() {
-    #[cfg(target_os = "linux")]
-    let _ = rustix::thread::disable_transparent_huge_pages(true);
-}
-
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
 
-/// Huge pages are for `logs export` (see [`malloc_conf`]). The other commands turn them off
-/// before they touch more memory than jemalloc's first pages: `logs serve` runs many exports
-/// at once and for days, and with huge pages it used more CPU per export and kept more memory
-/// between exports (docs/decisions.md, "Allocator").
 fn main() -> ExitCode {
-    if std::env::args_os().nth(1).is_none_or(|command| command != "export") {
-        small_pages_only();
-    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Export(args) => export::run(*args),

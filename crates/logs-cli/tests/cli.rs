@@ -338,10 +338,9 @@ fn a_closed_pipe_ends_the_export_quietly() {
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
-/// `logs export` asks for transparent huge pages on the memory its allocator maps (the `hg`
-/// flag of a mapping, which `madvise(MADV_HUGEPAGE)` sets whatever the system's mode) and
-/// keeps them allowed for itself. `logs serve` turns them off (tests/serve.rs). Read while the
-/// export is blocked writing into a full pipe.
+/// `logs` asks for transparent huge pages on the memory its allocator maps (the `hg` flag of a
+/// mapping, which `madvise(MADV_HUGEPAGE)` sets whatever the system's mode), and nothing turns
+/// them off for the process. Read while an export is blocked writing into a full pipe.
 #[cfg(target_os = "linux")]
 #[test]
 fn the_export_asks_for_huge_pages() {

@@ -99,16 +99,6 @@ fn a_stop_signal_as_soon_as_it_is_up_stops_it_cleanly() {
     }
 }
 
-/// `logs serve` turns transparent huge pages off for itself (`prctl(PR_SET_THP_DISABLE)`),
-/// though its allocator asks for them, as `logs export` keeps them (tests/cli.rs).
-#[cfg(target_os = "linux")]
-#[test]
-fn the_service_runs_without_huge_pages() {
-    let served = serve(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset"));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", served.child.id())).unwrap();
-    assert!(status.lines().any(|line| line == "THP_enabled:\t0"), "{status}");
-}
-
 #[test]
 fn a_bad_tokens_file_is_a_usage_error_that_quotes_no_secret() {
     let dir = tempfile::tempdir().unwrap();
