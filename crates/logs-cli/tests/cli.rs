@@ -318,8 +318,9 @@ fn a_failure_mid_export_is_visible_and_leaves_no_output_file() {
     assert!(stderr.contains("incomplete") || stderr.contains("cannot read"), "{stderr}");
 }
 
-#[test]
-fn a_closed_pipe_ends_the_export_quietly() {
+/// Starts an export of 16 MB of long texts into a pipe and reads its first 10 bytes: the
+/// export is running, and blocks once the pipe is full.
+fn export_into_a_pipe() -> (std::process::Child, std::process::ChildStdout, [u8; 10]) {
     let mut child = logs()
         .args(["export", "--data"])
         .arg(testdata())
@@ -331,6 +332,12 @@ fn a_closed_pipe_ends_the_export_quietly() {
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 10];
     stdout.read_exact(&mut first).unwrap();
+    (child, stdout, first)
+}
+
+#[test]
+fn a_closed_pipe_ends_the_export_quietly() {
+    let (child, stdout, first) = export_into_a_pipe();
     drop(stdout);
     let output = child.wait_with_output().unwrap();
     assert_eq!(&first, b"error,erro");
@@ -348,17 +355,7 @@ fn the_export_asks_for_huge_pages() {
         eprintln!("this kernel has no transparent huge pages: nothing to ask for");
         return;
     }
-    let mut child = logs()
-        .args(["export", "--data"])
-        .arg(testdata())
-        .arg("errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields=error,error_json,error_id")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 10];
-    stdout.read_exact(&mut first).unwrap();
+    let (mut child, mut stdout, _) = export_into_a_pipe();
     let proc = PathBuf::from(format!("/proc/{}", child.id()));
     let status = std::fs::read_to_string(proc.join("status")).unwrap();
     let smaps = std::fs::read_to_string(proc.join("smaps")).unwrap();
