@@ -365,14 +365,15 @@ fn generate_token() -> String {
 }
 
 /// Resolves on the first SIGTERM or SIGINT; a second one exits the process at once (status
-/// 130). For [`Service::run_until_stopped`] in a binary. The signals are watched from this
-/// call on, not from the future's first poll: call it before announcing that the service is
-/// up, so that a signal sent as soon as the announcement is read stops the service cleanly
-/// instead of killing the process. Call it within a Tokio runtime.
+/// 130). For [`Service::run_until_stopped`] in a binary. Called within a Tokio runtime, it
+/// watches the signals from the call on, not from the future's first poll: call it before
+/// announcing that the service is up, so that a signal sent as soon as the announcement is
+/// read stops the service cleanly instead of killing the process. Called outside one, it
+/// watches them from the first poll.
 pub fn stop_signal() -> impl Future<Output = ()> + Send + 'static {
-    let watched = StopSignals::watch();
+    let watched = tokio::runtime::Handle::try_current().ok().map(|_| StopSignals::watch());
     async move {
-        let mut signals = match watched {
+        let mut signals = match watched.unwrap_or_else(StopSignals::watch) {
             Ok(signals) => signals,
             Err(e) => {
                 tracing::error!(error = %e, "cannot watch for signals; stop the process with SIGKILL");
@@ -430,6 +431,21 @@ pub fn reload_on_sighup(store: Option<Arc<TokenStore>>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Built outside a runtime (as `block_on(service.run_until_stopped(stop_signal()))` does),
+    /// the future does not panic, and resolves on a SIGINT sent after its first poll.
+    #[test]
+    fn a_stop_signal_built_outside_a_runtime_watches_from_its_first_poll() {
+        let stop = stop_signal();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let mut stop = Box::pin(stop);
+            assert!(futures::poll!(&mut stop).is_pending());
+            let pid = std::process::id().to_string();
+            assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+            tokio::time::timeout(Duration::from_secs(10), stop).await.expect("SIGINT stops it");
+        });
+    }
 
     #[test]
     fn tokens_are_random_and_long() {
