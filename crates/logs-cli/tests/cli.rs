@@ -14,6 +14,8 @@ fn logs() -> Command {
         "LOGS_BATCH_SIZE",
         "LOGS_FIELD_ALIASES",
         "LOGS_JSON_INTEGERS",
+        // jemalloc's settings: the tests run the binary as it ships.
+        "_RJEM_MALLOC_CONF",
     ] {
         command.env_remove(name);
     }
