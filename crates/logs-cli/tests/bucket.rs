@@ -126,8 +126,8 @@ async fn generate_export_and_serve_over_a_bucket_answer_the_bytes_of_the_folder(
 fn the_golden_outputs_on_testdata_in_a_bucket() {
     let server = S3Server::start();
     server.create_bucket("testdata");
-    let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
-    server.upload_folder(&testdata, "testdata", "dataset");
+    let dataset = testdata();
+    server.upload_folder(&dataset, "testdata", "dataset");
     let ios_day = "application_id=1001&date_since=2026-10-02&date_until=2026-10-02+23:59:59\
         &fields=error_datetime,error_id,error_name,error,os_name,os_version,service_device_id,mcc,city&os_name=ios&limit=25";
     let edge = "application_id=9001&date_since=2026-10-01&date_until=2026-10-07&fields=error_datetime,error,error_name,\

@@ -9,16 +9,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use common::python::run_script;
 use common::*;
 use serde_json::Value;
-
-fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
-}
 
 /// One JSON report per line, as the scripts print them.
 fn reports(output: &str) -> Vec<Value> {

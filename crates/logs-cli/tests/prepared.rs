@@ -116,7 +116,7 @@ async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restar
     let s3 = S3Server::start();
     s3.create_bucket("spool");
     let env = s3.env();
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let data = testdata();
     let flags = BUCKET_SPOOL;
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();

@@ -102,9 +102,9 @@ fn jobs_unfinished(log: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_balancer_every_replica_answers_the_bytes_of_one_process() {
-    let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let dataset = testdata();
     let folder = tempfile::tempdir().unwrap();
-    let cluster = cluster(&testdata, folder.path(), &[]);
+    let cluster = cluster(&dataset, folder.path(), &[]);
     let client = client();
 
     // The golden outputs of tests/cli.rs, with every token (so from every replica).
@@ -163,7 +163,7 @@ async fn through_the_balancer_every_replica_answers_the_bytes_of_one_process() {
         let response = get(&client, &cluster.url(), &target, token).await;
         assert_eq!(response.status(), 200, "{target}");
         let body = response.bytes().await.unwrap();
-        let expected = export(&testdata, &target);
+        let expected = export(&dataset, &target);
         assert!(
             body == expected,
             "{target}: {} bytes through the balancer, {} from logs export",

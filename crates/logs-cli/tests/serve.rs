@@ -3,7 +3,6 @@
 //! or wrong token gets 401; SIGTERM stops it cleanly.
 
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -96,7 +95,7 @@ fn stop(mut served: Served) {
 #[test]
 fn a_stop_signal_as_soon_as_it_is_up_stops_it_cleanly() {
     for _ in 0..10 {
-        stop(serve(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")));
+        stop(serve(&testdata()));
     }
 }
 
@@ -146,7 +145,7 @@ fn a_configuration_file_that_cannot_be_read_exits_1_naming_it() {
 /// asking for them by name (`datafusion=debug`) shows that the threat is real.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_logging_cannot_be_used_to_forge_log_lines() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let data = testdata();
     let forged = "%0D%0A2026-01-01T00:00:00.000000Z%20%20INFO%20logs_server::access:%20forged=1";
     for (log, forgeable) in [("debug", false), ("debug,datafusion=debug", true)] {
         let dir = tempfile::tempdir().unwrap();
@@ -179,7 +178,7 @@ async fn debug_logging_cannot_be_used_to_forge_log_lines() {
 /// is still byte for byte what `logs export` writes, in CSV and JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_batches_change_no_byte_of_the_body() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset");
+    let data = testdata();
     let served = serve_with(&data, &["--batch-size", "7"], Stdio::null());
     logs_server::install_tls_provider();
     let client = reqwest::Client::new();

@@ -167,8 +167,8 @@ pub(crate) async fn start(
     let options = EncoderOptions::default()
         .with_bom(request.use_utf8_bom())
         .with_json_integers(state.settings().json_integers);
-    let pending = Arc::new(Mutex::new(VecDeque::new()));
-    let writer = ChunkWriter { pending: pending.clone(), metrics: state.metrics().clone() };
+    let pending = ChunkWriter::new(state.metrics().clone());
+    let writer = pending.clone();
     let encoder = match Encoder::new(format, writer, &stream.schema(), options) {
         Ok(encoder) => encoder,
         Err(e) => {
@@ -246,26 +246,47 @@ struct Finished {
     running: RunningExport,
 }
 
-/// Where the encoder writes: each flush (after every slice) becomes a pending chunk.
+/// The chunks waiting for the body's channel, in order. The encoder writes here (what it
+/// writes outside a slice, such as the BOM or the header, is copied into a chunk), and the
+/// producer queues each slice's buffer here; both share one queue.
+#[derive(Clone)]
 struct ChunkWriter {
     pending: Arc<Mutex<VecDeque<Chunk>>>,
     metrics: Arc<Metrics>,
 }
 
 impl ChunkWriter {
+    fn new(metrics: Arc<Metrics>) -> ChunkWriter {
+        ChunkWriter { pending: Arc::default(), metrics }
+    }
+
+    fn chunks(&self) -> std::sync::MutexGuard<'_, VecDeque<Chunk>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Queues `bytes` as the body's next chunk.
-    fn queue(pending: &Mutex<VecDeque<Chunk>>, metrics: &Arc<Metrics>, bytes: Bytes) {
+    fn queue(&self, bytes: Bytes) {
         if !bytes.is_empty() {
-            metrics.buffer(bytes.len() as u64);
-            let chunk = Chunk { bytes, metrics: metrics.clone() };
-            pending.lock().unwrap_or_else(|e| e.into_inner()).push_back(chunk);
+            self.metrics.buffer(bytes.len() as u64);
+            let chunk = Chunk { bytes, metrics: self.metrics.clone() };
+            self.chunks().push_back(chunk);
         }
+    }
+
+    /// The oldest chunk not yet sent.
+    fn next(&self) -> Option<Chunk> {
+        self.chunks().pop_front()
+    }
+
+    /// Drops every chunk not yet sent.
+    fn clear(&self) {
+        self.chunks().clear();
     }
 }
 
 impl Write for ChunkWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        ChunkWriter::queue(&self.pending, &self.metrics, Bytes::copy_from_slice(buf));
+        self.queue(Bytes::copy_from_slice(buf));
         Ok(buf.len())
     }
 
@@ -338,7 +359,7 @@ struct Producer {
     stream: ExportStream,
     encoder: Option<Encoder<ChunkWriter>>,
     buffers: Buffers,
-    pending: Arc<Mutex<VecDeque<Chunk>>>,
+    pending: ChunkWriter,
     tx: mpsc::Sender<Message>,
     metrics: Arc<Metrics>,
     log: Option<Arc<RequestLog>>,
@@ -357,7 +378,7 @@ impl Producer {
         // Release the query (memory, files) before anything else.
         drop(stream);
         drop(encoder);
-        pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        pending.clear();
         let stop = match result {
             Ok(rows) => {
                 running.set_outcome(Outcome::Completed);
@@ -433,7 +454,7 @@ impl Producer {
             // encoder's buffer becomes the chunk, rather than being copied into one, and comes
             // back to `buffers` once the chunk is sent.
             let bytes = encoder.take_buffered(self.buffers.get());
-            ChunkWriter::queue(&self.pending, &self.metrics, self.buffers.chunk(bytes));
+            self.pending.queue(self.buffers.chunk(bytes));
             offset += len;
             self.send_pending().await?;
         }
@@ -447,8 +468,7 @@ impl Producer {
 
     async fn send_pending(&mut self) -> Result<(), Stop> {
         loop {
-            let chunk = self.pending.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-            let Some(chunk) = chunk else { return Ok(()) };
+            let Some(chunk) = self.pending.next() else { return Ok(()) };
             self.tx.send(Message::Data(chunk)).await.map_err(|_| Stop::ClientGone)?;
         }
     }

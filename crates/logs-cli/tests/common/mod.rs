@@ -6,12 +6,17 @@ pub mod python;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 pub const LOGS: &str = env!("CARGO_BIN_EXE_logs");
+
+/// The bundled dataset, `testdata/dataset`.
+pub fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
+}
 
 /// A running `logs serve`, killed if the test fails before stopping it.
 pub struct Served {
