@@ -21,11 +21,11 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// - one arena: each thread still caches the small and medium sizes it frees, so the scan's
 ///   threads do not wait for each other, and batches freed by the encoder go back to the one
 ///   arena they came from, so the peak does not grow with the export's length;
-/// - huge pages asked for (`madvise`) on the memory it maps, where the system allows them: an
-///   export faults in its column chunks' buffers and decompressed pages 2 MiB at a time
-///   rather than 4 KiB.
+/// - huge pages asked for (`madvise`) on the memory it maps, where the system gives them only
+///   on request (where it gives them always, they come anyway): an export faults in its
+///   column chunks' buffers and decompressed pages 2 MiB at a time rather than 4 KiB.
 ///
-/// The measures behind both are in docs/decisions.md, "Allocator".
+/// The measures behind them are in docs/decisions.md, "Allocator" and "Huge pages".
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals, unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
