@@ -98,9 +98,26 @@ pub struct ServeArgs {
     /// The longest wait for an export's first rows (longer: 503).
     #[arg(long, env = "LOGS_FIRST_BYTE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     first_byte_timeout: Duration,
-    /// How long a client may read nothing before its connection is closed and its export cancelled.
+    /// How long a client may read nothing of an answer other than an export before its
+    /// connection is closed (exports: --reader-idle-timeout; prepared downloads:
+    /// --download-write-timeout).
     #[arg(long, env = "LOGS_WRITE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     write_timeout: Duration,
+    /// How long a streamed export waits for a client that reads nothing (its rest kept in a
+    /// spill file meanwhile) before the connection is closed and the body ends aborted.
+    #[arg(long, env = "LOGS_READER_IDLE_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    reader_idle_timeout: Duration,
+    /// Where the rest of an export whose client stopped reading is kept (default: the system's
+    /// temporary folder). The files have no name: a crash leaves nothing behind.
+    #[arg(long, env = "LOGS_SPILL_DIR", value_name = "FOLDER")]
+    spill_dir: Option<PathBuf>,
+    /// The most bytes all spill files together may hold; 0 turns spilling off (a client that
+    /// stops reading then holds its query until --reader-idle-timeout).
+    #[arg(long, env = "LOGS_MAX_SPILL_SIZE", default_value = "4GiB", value_parser = parse_size)]
+    max_spill_size: usize,
+    /// The most exports holding a spill file at once (one file descriptor each).
+    #[arg(long, env = "LOGS_MAX_SPILLED_EXPORTS", default_value_t = 64)]
+    max_spilled_exports: usize,
     /// How long running exports may go on after SIGTERM or SIGINT.
     #[arg(long, env = "LOGS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     shutdown_timeout: Duration,
@@ -150,9 +167,14 @@ struct PreparedArgs {
     /// The largest prepared export; a larger one answers 400 "Try to use more parts.".
     #[arg(long, env = "LOGS_PREPARED_MAX_SIZE", value_parser = parse_size)]
     prepared_max_size: Option<usize>,
-    /// The `Retry-After` of 202 answers.
+    /// The `Retry-After` of a 202 answer before the job's remaining time can be estimated
+    /// (then: the estimate, from 1 s to the larger of this and 60 s).
     #[arg(long, env = "LOGS_PREPARED_RETRY_AFTER", default_value = "5s", value_parser = parse_duration)]
     prepared_retry_after: Duration,
+    /// How long a request that starts or joins a job waits for it before answering 202; a job
+    /// done by then is answered 200 at once (`Prefer: wait=N` asks for another time).
+    #[arg(long, env = "LOGS_PREPARED_WAIT", default_value = "2s", value_parser = parse_duration)]
+    prepared_wait: Duration,
     /// How long a client downloading a prepared export may read nothing before it is cut off.
     #[arg(long, env = "LOGS_DOWNLOAD_WRITE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
     download_write_timeout: Duration,
@@ -181,6 +203,7 @@ impl PreparedArgs {
             max_spool_bytes: self.spool_max_size as u64,
             max_export_bytes: self.prepared_max_size.map(|n| n as u64),
             retry_after: self.prepared_retry_after,
+            wait: self.prepared_wait,
             download_write_timeout: self.download_write_timeout,
             lease_ttl: self.spool_lease_ttl,
             ..PreparedConfig::new(spool)
@@ -264,6 +287,10 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         chunk_queue: args.chunk_queue,
         gzip_level: args.gzip_level,
         json_integers: args.names.json_integers,
+        reader_idle_timeout: args.reader_idle_timeout,
+        spill_dir: args.spill_dir.clone(),
+        max_spill_bytes: args.max_spill_size as u64,
+        max_spilled_exports: args.max_spilled_exports,
         ..Settings::default()
     };
     let introspection = match (&args.introspection_url, &args.introspection_credentials) {

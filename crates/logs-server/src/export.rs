@@ -11,6 +11,11 @@
 //!
 //! - backpressure: a client that reads slowly makes `send` wait, which stops the query from
 //!   being polled; memory stays bounded by the queue;
+//! - a client that stops reading: once the queue has stayed full for `spill_after`, the rest
+//!   of the export goes to a temporary file ([`crate::spill`]), so that the query runs to its
+//!   end and gives back its memory, files and permit; the body sends the file after the queue.
+//!   The connection then waits for the reader for `reader_idle_timeout` (not the server's
+//!   write timeout) before it is closed, which aborts the body;
 //! - a client that goes away drops the body and with it the receiver: the producer sees the
 //!   channel closed (even while waiting for the engine) and drops the query, which cancels it
 //!   and releases its memory and files at once;
@@ -20,7 +25,12 @@
 //! - at the end the producer releases the query, then sends `End` carrying the export's permit:
 //!   the permit is released when the body takes `End`, before the final chunk goes out, so a
 //!   client that has the whole body can start its next export at once (one at a time never
-//!   meets the per-token limit), and until then the queued chunks still count against it.
+//!   meets the per-token limit), and until then the queued chunks still count against it. An
+//!   export that spilled gives its permit back as soon as its query has ended: what is left
+//!   is only bytes on disk for a reader that is not reading.
+//!
+//! The access log's `rows` are the rows of the chunks the body has handed to the connection
+//! (each chunk holds whole rows), not those encoded: an export cut short logs what was sent.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -28,12 +38,13 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::{Future, Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, Method, Uri, header};
 use logs_core::arrow::record_batch::RecordBatch;
 use logs_core::{Engine, ExportRequest, ExportStream, QueryPairs};
@@ -47,6 +58,7 @@ use crate::limits::ExportPermit;
 use crate::log::RequestLog;
 use crate::metrics::{Metrics, Outcome, RunningExport};
 use crate::server::WriteStall;
+use crate::spill::{Appended, Spill, SpillQuota};
 use crate::state::AppState;
 
 /// The export's path prefix.
@@ -89,6 +101,12 @@ pub async fn export_errors(
     let permit = state.limiter().acquire(caller.token)?;
     let started = start(&state, format, &request, permit, log.map(|l| l.0)).await?;
     let skipped = started.skipped;
+    if method != Method::HEAD
+        && let Some(stall) = &stall
+    {
+        // A reader that stops reading is waited for this long (the export spills meanwhile).
+        stall.0.allow(state.settings().reader_idle_timeout);
+    }
     let body = if method == Method::HEAD {
         // The headers only: the query is dropped, and its permit given back, before they go
         // (a body of unknown length, as the GET's, so that they are the GET's headers).
@@ -122,6 +140,8 @@ pub(crate) struct Started {
     pub skipped: usize,
     /// Rows encoded so far.
     pub rows: Arc<AtomicU64>,
+    /// How far the scan has got.
+    pub scan: Arc<ScanShare>,
     /// The producer task, which ends once it has released the query and the permit.
     producer: tokio::task::JoinHandle<()>,
 }
@@ -131,6 +151,26 @@ impl Started {
     pub async fn stop(self) {
         drop(self.chunks);
         let _ = self.producer.await;
+    }
+}
+
+/// How far an export's scan has got: bytes of the selected files covered, and their total
+/// (see [`ExportStream::progress`]), as of the last batch.
+#[derive(Debug, Default)]
+pub(crate) struct ScanShare {
+    covered: AtomicU64,
+    total: AtomicU64,
+}
+
+impl ScanShare {
+    fn record(&self, (covered, total): (u64, u64)) {
+        self.total.store(total, Ordering::Relaxed);
+        self.covered.store(covered, Ordering::Relaxed);
+    }
+
+    /// Bytes covered and the total.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        (self.covered.load(Ordering::Relaxed), self.total.load(Ordering::Relaxed))
     }
 }
 
@@ -178,9 +218,13 @@ pub(crate) async fn start(
     };
     let (tx, rx) = mpsc::channel(state.settings().chunk_queue);
     let rows = Arc::new(AtomicU64::new(0));
+    let scan = Arc::new(ScanShare::default());
+    scan.record(stream.progress());
     let failure = Arc::new(OnceLock::new());
+    let spill = Arc::new(OnceLock::new());
     let producer = Producer {
         rows: Arc::clone(&rows),
+        scan: Arc::clone(&scan),
         failure: Arc::clone(&failure),
         stream,
         encoder: Some(encoder),
@@ -188,12 +232,17 @@ pub(crate) async fn start(
         pending,
         tx,
         metrics: state.metrics().clone(),
-        log,
         running,
         permit,
+        spilling: Spilling {
+            quota: Arc::clone(state.spill_quota()),
+            after: state.settings().spill_after,
+            spill: Arc::clone(&spill),
+        },
     };
     let producer = tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
-    Ok(Started { chunks: Chunks { rx, finished: false, failure }, skipped, rows, producer })
+    let chunks = Chunks { rx, finished: false, failure, spill, terminal: None, reading: None, log };
+    Ok(Started { chunks, skipped, rows, scan, producer })
 }
 
 /// Starts the query and waits for its first batch (`None`: it has no rows at all).
@@ -210,15 +259,17 @@ async fn start_export(
 #[derive(Debug)]
 struct Chunk {
     bytes: Bytes,
+    /// The whole rows it holds.
+    rows: u64,
     metrics: Arc<Metrics>,
 }
 
 impl Chunk {
-    /// The bytes, no longer counted as buffered.
-    fn take(mut self) -> Bytes {
+    /// The bytes, no longer counted as buffered, and the rows they hold.
+    fn take(mut self) -> (Bytes, u64) {
         let bytes = std::mem::take(&mut self.bytes);
         self.metrics.unbuffer(bytes.len() as u64);
-        bytes
+        (bytes, self.rows)
     }
 }
 
@@ -239,10 +290,11 @@ enum Message {
     Failed,
 }
 
-/// What a completed export holds until the body takes its `End`.
+/// What a completed export holds until the body takes its `End` (the permit: unless it
+/// spilled).
 #[derive(Debug)]
 struct Finished {
-    _permit: ExportPermit,
+    _permit: Option<ExportPermit>,
     running: RunningExport,
 }
 
@@ -264,11 +316,11 @@ impl ChunkWriter {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues `bytes` as the body's next chunk.
-    fn queue(&self, bytes: Bytes) {
+    /// Queues `bytes`, which hold `rows` whole rows, as the body's next chunk.
+    fn queue(&self, bytes: Bytes, rows: u64) {
         if !bytes.is_empty() {
             self.metrics.buffer(bytes.len() as u64);
-            let chunk = Chunk { bytes, metrics: self.metrics.clone() };
+            let chunk = Chunk { bytes, rows, metrics: self.metrics.clone() };
             self.chunks().push_back(chunk);
         }
     }
@@ -286,7 +338,7 @@ impl ChunkWriter {
 
 impl Write for ChunkWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.queue(Bytes::copy_from_slice(buf));
+        self.queue(Bytes::copy_from_slice(buf), 0);
         Ok(buf.len())
     }
 
@@ -362,11 +414,12 @@ struct Producer {
     pending: ChunkWriter,
     tx: mpsc::Sender<Message>,
     metrics: Arc<Metrics>,
-    log: Option<Arc<RequestLog>>,
     running: RunningExport,
     permit: ExportPermit,
+    spilling: Spilling,
     /// Rows encoded so far.
     rows: Arc<AtomicU64>,
+    scan: Arc<ScanShare>,
     /// Why the export failed, for [`Chunks::next_chunk`].
     failure: Arc<OnceLock<Problem>>,
 }
@@ -374,22 +427,21 @@ struct Producer {
 impl Producer {
     async fn run(mut self, first: Option<RecordBatch>) {
         let result = self.pump(first).await;
-        let Producer { stream, encoder, pending, tx, mut running, permit, failure, .. } = self;
+        let Producer { stream, encoder, pending, tx, mut running, permit, failure, spilling, .. } = self;
         // Release the query (memory, files) before anything else.
         drop(stream);
         drop(encoder);
         pending.clear();
         let stop = match result {
             Ok(rows) => {
-                running.set_outcome(Outcome::Completed);
+                // Completed once the body takes `End` (see `Chunks`); dropped before, cancelled.
+                // Spilled: the rest is bytes on disk, which need no permit.
+                let permit = if spilling.spill.get().is_some() { None } else { Some(permit) };
                 let end = Message::End(Finished { _permit: permit, running });
                 match tx.send(end).await {
                     Ok(()) => tracing::debug!(rows, "export sent"),
-                    Err(mpsc::error::SendError(end)) => {
+                    Err(mpsc::error::SendError(_)) => {
                         tracing::info!("export cancelled: the connection closed before the end");
-                        if let Message::End(mut finished) = end {
-                            finished.running.set_outcome(Outcome::Cancelled);
-                        }
                     }
                 }
                 return;
@@ -436,6 +488,7 @@ impl Producer {
         let encoder = self.encoder.take().ok_or_else(|| Stop::internal("the encoder is gone"))?;
         let rows = encoder.rows_written();
         encoder.finish().map_err(Stop::internal)?;
+        self.scan.record(self.stream.progress());
         self.send_pending().await?;
         Ok(rows)
     }
@@ -454,57 +507,189 @@ impl Producer {
             // encoder's buffer becomes the chunk, rather than being copied into one, and comes
             // back to `buffers` once the chunk is sent.
             let bytes = encoder.take_buffered(self.buffers.get());
-            self.pending.queue(self.buffers.chunk(bytes));
+            self.pending.queue(self.buffers.chunk(bytes), len as u64);
             offset += len;
             self.send_pending().await?;
         }
         self.metrics.add_rows(rows as u64);
         self.rows.fetch_add(rows as u64, Ordering::Relaxed);
-        if let Some(log) = &self.log {
-            log.add_rows(rows as u64);
-        }
+        self.scan.record(self.stream.progress());
         Ok(())
     }
 
     async fn send_pending(&mut self) -> Result<(), Stop> {
-        loop {
-            let Some(chunk) = self.pending.next() else { return Ok(()) };
-            self.tx.send(Message::Data(chunk)).await.map_err(|_| Stop::ClientGone)?;
+        while let Some(chunk) = self.pending.next() {
+            self.spilling.send(&self.tx, chunk).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the producer sends its chunks: the body's queue, or the export's spill once the
+/// queue has stayed full for `after` (see [`crate::spill`]).
+struct Spilling {
+    quota: Arc<SpillQuota>,
+    after: Duration,
+    /// The export's spill, once it has one; the body reads it after the queue.
+    spill: Arc<OnceLock<Spill>>,
+}
+
+impl Spilling {
+    async fn send(&self, tx: &mpsc::Sender<Message>, chunk: Chunk) -> Result<(), Stop> {
+        // Once bytes wait in the spill, the next go there too, so that they keep their order.
+        if let Some(spill) = self.spill.get()
+            && spill.unread() > 0
+        {
+            return self.append(tx, spill, chunk).await;
+        }
+        let room = match tx.try_reserve() {
+            Ok(room) => room,
+            Err(mpsc::error::TrySendError::Closed(())) => return Err(Stop::ClientGone),
+            Err(mpsc::error::TrySendError::Full(())) => {
+                match tokio::time::timeout(self.after, tx.reserve()).await {
+                    Ok(room) => room.map_err(|_| Stop::ClientGone)?,
+                    // The reader has stopped reading: spill, if there is room for it.
+                    Err(_) => match self.spill() {
+                        Some(spill) => return self.append(tx, spill, chunk).await,
+                        None => tx.reserve().await.map_err(|_| Stop::ClientGone)?,
+                    },
+                }
+            }
+        };
+        room.send(Message::Data(chunk));
+        Ok(())
+    }
+
+    /// The export's spill, opened on first use (`None`: spilling is off or has no room).
+    fn spill(&self) -> Option<&Spill> {
+        if self.spill.get().is_none()
+            && let Some(spill) = self.quota.open()
+        {
+            tracing::info!("the reader stopped reading: the rest of the export goes to a spill file");
+            let _ = self.spill.set(spill);
+        }
+        self.spill.get()
+    }
+
+    async fn append(&self, tx: &mpsc::Sender<Message>, spill: &Spill, chunk: Chunk) -> Result<(), Stop> {
+        match spill.append(chunk.bytes.clone(), chunk.rows).await {
+            // Dropping the chunk counts its bytes out of memory.
+            Ok(Appended::Yes) => Ok(()),
+            Ok(Appended::NoRoom) => {
+                // Wait for the reader to take what the spill holds, then go on through the queue.
+                tokio::select! {
+                    () = tx.closed() => return Err(Stop::ClientGone),
+                    () = spill.drained() => {}
+                }
+                let room = tx.reserve().await.map_err(|_| Stop::ClientGone)?;
+                room.send(Message::Data(chunk));
+                Ok(())
+            }
+            Err(e) => Err(Stop::internal(format!("cannot write the spill file: {e}"))),
         }
     }
 }
 
 /// The export's bytes, from the producer: a response body (a [`Stream`] that ends with an
 /// error if the producer stops without `End`), or read chunk by chunk with
-/// [`Chunks::next_chunk`].
+/// [`Chunks::next_chunk`]. The queue's chunks come first, then the spill's bytes (the producer
+/// sends nothing through the queue while the spill holds bytes not yet read), then the end.
 pub(crate) struct Chunks {
     rx: mpsc::Receiver<Message>,
     finished: bool,
     failure: Arc<OnceLock<Problem>>,
+    spill: Arc<OnceLock<Spill>>,
+    /// `End` or `Failed`, taken from the queue while the spill may still hold bytes.
+    terminal: Option<Message>,
+    /// A read of the spill under way.
+    reading: Option<tokio::task::JoinHandle<io::Result<(Bytes, u64)>>>,
+    /// Where the rows sent are counted.
+    log: Option<Arc<RequestLog>>,
+}
+
+/// What the body takes next.
+enum Next {
+    Data(Bytes),
+    End,
+    Failed,
 }
 
 impl Chunks {
     /// The next chunk; `None` after the last; the failure if the export failed. Dropping
     /// `Chunks` before the end cancels the export.
     pub(crate) async fn next_chunk(&mut self) -> Result<Option<Bytes>, Problem> {
-        if self.finished {
-            return Ok(None);
-        }
-        match self.rx.recv().await {
-            Some(Message::Data(chunk)) => Ok(Some(chunk.take())),
-            Some(Message::End(finished)) => {
-                drop(finished);
-                self.finished = true;
-                Ok(None)
-            }
-            Some(Message::Failed) | None => {
-                self.finished = true;
+        match std::future::poll_fn(|cx| self.poll_next_part(cx)).await {
+            Next::Data(bytes) => Ok(Some(bytes)),
+            Next::End => Ok(None),
+            Next::Failed => {
                 let failure = self.failure.get().cloned();
                 Err(failure.unwrap_or_else(|| {
                     ApiError::Internal("the export stopped before its end".into()).problem()
                 }))
             }
         }
+    }
+
+    fn poll_next_part(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        if self.finished {
+            return Poll::Ready(Next::End);
+        }
+        loop {
+            if let Some(reading) = &mut self.reading {
+                let read = std::task::ready!(Pin::new(reading).poll(cx));
+                self.reading = None;
+                return Poll::Ready(match read {
+                    Ok(Ok((bytes, rows))) => self.sent(bytes, rows),
+                    Ok(Err(e)) => self.fail(format!("cannot read the spill file: {e}")),
+                    Err(e) => self.fail(format!("cannot read the spill file: {e}")),
+                });
+            }
+            if self.terminal.is_none() {
+                match self.rx.poll_recv(cx) {
+                    Poll::Ready(Some(Message::Data(chunk))) => {
+                        let (bytes, rows) = chunk.take();
+                        return Poll::Ready(self.sent(bytes, rows));
+                    }
+                    Poll::Ready(Some(Message::Failed) | None) => {
+                        self.finished = true;
+                        return Poll::Ready(Next::Failed);
+                    }
+                    Poll::Ready(Some(end)) => self.terminal = Some(end),
+                    Poll::Pending => {}
+                }
+            }
+            if let Some(spill) = self.spill.get()
+                && let Some(reading) = spill.read_next(cx.waker())
+            {
+                self.reading = Some(reading);
+                continue;
+            }
+            return match self.terminal.take() {
+                Some(end) => {
+                    // Dropping `End` gives the permit back.
+                    if let Message::End(mut finished) = end {
+                        finished.running.set_outcome(Outcome::Completed);
+                    }
+                    self.finished = true;
+                    Poll::Ready(Next::End)
+                }
+                None => Poll::Pending,
+            };
+        }
+    }
+
+    fn sent(&self, bytes: Bytes, rows: u64) -> Next {
+        if let Some(log) = &self.log {
+            log.add_rows(rows);
+        }
+        Next::Data(bytes)
+    }
+
+    fn fail(&mut self, detail: String) -> Next {
+        tracing::error!(%detail, "export failed after the first byte; aborting the response");
+        let _ = self.failure.set(ApiError::Internal(detail).problem());
+        self.finished = true;
+        Next::Failed
     }
 }
 
@@ -515,19 +700,11 @@ impl Stream for Chunks {
         if self.finished {
             return Poll::Ready(None);
         }
-        match self.rx.poll_recv(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Message::Data(chunk))) => Poll::Ready(Some(Ok(chunk.take()))),
-            Poll::Ready(Some(Message::End(finished))) => {
-                drop(finished);
-                self.finished = true;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Message::Failed) | None) => {
-                self.finished = true;
-                Poll::Ready(Some(Err(io::Error::other("the export failed; the response is incomplete"))))
-            }
-        }
+        Poll::Ready(match std::task::ready!(self.poll_next_part(cx)) {
+            Next::Data(bytes) => Some(Ok(bytes)),
+            Next::End => None,
+            Next::Failed => Some(Err(io::Error::other("the export failed; the response is incomplete"))),
+        })
     }
 }
 

@@ -60,6 +60,7 @@ pub mod ready;
 mod server;
 pub mod service;
 pub mod settings;
+mod spill;
 pub mod state;
 
 use axum::Router;

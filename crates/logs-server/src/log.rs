@@ -9,8 +9,15 @@
 //! `method`, `path` (with the query; the values of parameters that may hold secrets are
 //! replaced by `REDACTED`), `status`, `rows`, `bytes` (sent, after compression), `duration_ms`,
 //! `token` (the token's name from the tokens file or the identity provider, never the token),
-//! `peer`, `complete` (false when the body ended early: an aborted export, a client that went
-//! away).
+//! `peer`, `complete`.
+//!
+//! - `complete` is true when the whole answer went out: the body's end was reached, or as many
+//!   bytes as its `Content-Length` were sent (hyper stops polling a body of known length once
+//!   it has them all), or the request was a `HEAD` (no body is sent). It is false when the body
+//!   ended early: an aborted export, a client that went away, a download cut short.
+//! - `rows` are the records in the bytes sent: for a streamed export, those of the chunks
+//!   handed to the connection; for a prepared export served whole, its rows once every byte has
+//!   been sent; 0 for a range (`206`), a `304`, a `HEAD`, a `202` and an error.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -43,6 +50,11 @@ const MAX_LOGGED_TARGET: usize = 2048;
 /// The peer address of a connection, put into each request by [`crate::serve`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
+
+/// The rows of a response whose body is a whole prepared export: counted in the access log
+/// once the body has been sent whole (a response extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowsWhenComplete(pub u64);
 
 /// What the handlers tell the access log about a request.
 #[derive(Debug)]
@@ -85,6 +97,8 @@ pub async fn access_log(State(metrics): State<Arc<Metrics>>, mut request: Reques
         log,
         status: 0,
         bytes: 0,
+        expected: None,
+        rows_when_complete: 0,
         complete: false,
     };
     let span = tracing::info_span!("request", id = %request_id);
@@ -97,7 +111,13 @@ pub async fn access_log(State(metrics): State<Arc<Metrics>>, mut request: Reques
     }
     parts.headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     parts.headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
-    let entry = Entry { status: parts.status.as_u16(), ..entry };
+    let expected = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let rows_when_complete = parts.extensions.get::<RowsWhenComplete>().map_or(0, |r| r.0);
+    let entry = Entry { status: parts.status.as_u16(), expected, rows_when_complete, ..entry };
     Response::from_parts(parts, Body::new(LoggedBody { inner: body, entry: Some(entry), span }))
 }
 
@@ -163,20 +183,30 @@ struct Entry {
     log: Arc<RequestLog>,
     status: u16,
     bytes: u64,
+    /// The response's `Content-Length`, if it has one.
+    expected: Option<u64>,
+    rows_when_complete: u64,
     complete: bool,
 }
 
 impl Entry {
+    /// Whether a body that was dropped (not polled to its end) went out whole.
+    fn sent_whole(&self, at_end: bool) -> bool {
+        at_end || self.method == Method::HEAD || self.expected == Some(self.bytes)
+    }
+
     fn write(&self, span: &tracing::Span) {
         let token = self.log.token_name.get().map_or("-", String::as_str);
         let peer = self.peer.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let rows =
+            self.log.rows.load(Ordering::Relaxed) + if self.complete { self.rows_when_complete } else { 0 };
         tracing::info!(
             target: "logs_server::access",
             parent: span,
             method = %self.method,
             path = %self.target,
             status = self.status,
-            rows = self.log.rows.load(Ordering::Relaxed),
+            rows,
             bytes = self.bytes,
             duration_ms = self.started.elapsed().as_millis() as u64,
             token,
@@ -234,7 +264,7 @@ impl Drop for LoggedBody {
     fn drop(&mut self) {
         if let Some(mut entry) = self.entry.take() {
             // A body known to be empty (or never polled because it had nothing) is complete.
-            entry.complete = http_body::Body::is_end_stream(&self.inner);
+            entry.complete = entry.sent_whole(http_body::Body::is_end_stream(&self.inner));
             entry.write(&self.span);
         }
     }

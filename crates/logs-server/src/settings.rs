@@ -1,5 +1,6 @@
 //! The limits and tunables of the HTTP API.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use logs_format::JsonIntegers;
@@ -37,11 +38,24 @@ pub struct Settings {
     /// How JSON exports write integers: quoted strings (the default, as the original API does:
     /// exact for readers that parse numbers as doubles) or numbers.
     pub json_integers: JsonIntegers,
+    /// How long a streamed export waits for a reader that reads nothing before its connection
+    /// is closed (the body then ends aborted). Replaces the server's write timeout for exports.
+    pub reader_idle_timeout: Duration,
+    /// How long an export's queue may stay full before the rest goes to a spill file.
+    pub spill_after: Duration,
+    /// Where spill files are made (`None`: the system's temporary folder).
+    pub spill_dir: Option<PathBuf>,
+    /// The most bytes of all spill files together; 0 turns spilling off.
+    pub max_spill_bytes: u64,
+    /// The most exports holding a spill file at once.
+    pub max_spilled_exports: usize,
 }
 
 impl Default for Settings {
     /// 8 exports at once, 2 per token; 8 KiB target, 16 KiB headers; 60 s to the first byte;
-    /// 4 chunks queued; `Retry-After: 5`; gzip level 1; JSON integers as strings.
+    /// 4 chunks queued; `Retry-After: 5`; gzip level 1; JSON integers as strings; readers
+    /// waited for 10 minutes; spilling after 1 s of a full queue, to the temporary folder, 4 GiB
+    /// and 64 exports at most.
     fn default() -> Settings {
         Settings {
             max_exports: 8,
@@ -53,6 +67,11 @@ impl Default for Settings {
             retry_after: Duration::from_secs(5),
             gzip_level: 1,
             json_integers: JsonIntegers::default(),
+            reader_idle_timeout: Duration::from_secs(600),
+            spill_after: Duration::from_secs(1),
+            spill_dir: None,
+            max_spill_bytes: 4 << 30,
+            max_spilled_exports: 64,
         }
     }
 }
@@ -68,6 +87,8 @@ impl Settings {
             (!self.first_byte_timeout.is_zero(), "first_byte_timeout must be above zero"),
             (self.chunk_queue >= 1, "chunk_queue must be at least 1"),
             ((1..=9).contains(&self.gzip_level), "gzip_level must be from 1 to 9"),
+            (!self.reader_idle_timeout.is_zero(), "reader_idle_timeout must be above zero"),
+            (self.max_spilled_exports >= 1, "max_spilled_exports must be at least 1"),
         ];
         match checks.into_iter().find(|(ok, _)| !ok) {
             Some((_, message)) => Err(ConfigError::Invalid(message.to_owned())),

@@ -13,6 +13,7 @@ use crate::metrics::Metrics;
 use crate::prepared::Prepared;
 use crate::ready::Readiness;
 pub use crate::settings::{SERVICE_BATCH_SIZE, Settings};
+use crate::spill::SpillQuota;
 
 /// The shared state of [`crate::app`]. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -30,6 +31,7 @@ struct Inner {
     metrics: Arc<Metrics>,
     prepared: Option<Arc<Prepared>>,
     readiness: Arc<Readiness>,
+    spill: Arc<SpillQuota>,
 }
 
 impl AppState {
@@ -46,8 +48,19 @@ impl AppState {
             settings.max_exports_per_token,
             settings.retry_after,
         ));
+        let spill = SpillQuota::new(
+            settings.spill_dir.clone(),
+            settings.max_spill_bytes,
+            settings.max_spilled_exports,
+        );
+        if let Some(dir) = &settings.spill_dir
+            && !dir.is_dir()
+        {
+            return Err(ConfigError::Invalid(format!("--spill-dir: {} is not a folder", dir.display())));
+        }
         Ok(AppState {
             inner: Arc::new(Inner {
+                spill: Arc::new(spill),
                 engine,
                 auth,
                 settings,
@@ -101,9 +114,21 @@ impl AppState {
         &self.inner.metrics
     }
 
+    /// The bounds of the exports' spill files.
+    pub(crate) fn spill_quota(&self) -> &Arc<SpillQuota> {
+        &self.inner.spill
+    }
+
     /// The Prometheus text of the admin API's `/metrics`.
     pub fn metrics_text(&self) -> String {
         let mut text = crate::metrics::render(&self.inner.metrics, &self.inner.auth.figures());
+        let (bytes, exports) = self.inner.spill.usage();
+        text.push_str(&format!(
+            "# HELP logs_spill_bytes Bytes of streamed exports kept in spill files for clients that stopped taking them.\n\
+             # TYPE logs_spill_bytes gauge\nlogs_spill_bytes {bytes}\n\
+             # HELP logs_spilled_exports Streamed exports holding a spill file.\n\
+             # TYPE logs_spilled_exports gauge\nlogs_spilled_exports {exports}\n"
+        ));
         if let Some(prepared) = &self.inner.prepared {
             text.push_str(&prepared.metrics_text());
         }

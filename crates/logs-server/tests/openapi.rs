@@ -228,7 +228,10 @@ async fn prepared_answers_match_the_document() {
     use logs_server::prepared::{Prepared, PreparedConfig};
     let doc = document(&DocumentSettings::default());
     let spool = tempfile::tempdir().unwrap();
-    let config = PreparedConfig::new(logs_core::DatasetLocation::Local(spool.path().into()));
+    let config = PreparedConfig {
+        wait: std::time::Duration::ZERO,
+        ..PreparedConfig::new(logs_core::DatasetLocation::Local(spool.path().into()))
+    };
     let prepared = Prepared::open(config, &logs_core::S3Options::default()).await.unwrap();
     let state = state(small_dataset(), Settings::default()).await.with_prepared(prepared);
     let app = logs_server::app(state);

@@ -19,9 +19,11 @@ use tokio::io::AsyncReadExt;
 const WIDE: &str = "/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-07\
                     &fields=error_id,error_datetime,error_name,os_name,error,city,service_device_id";
 
+/// Answers `202` at once (no wait for the job), as most tests here look at that answer.
 fn config(spool: &Path) -> PreparedConfig {
     PreparedConfig {
         retry_after: Duration::from_secs(1),
+        wait: Duration::ZERO,
         ..PreparedConfig::new(DatasetLocation::Local(spool.into()))
     }
 }
@@ -58,7 +60,9 @@ async fn until_done(url: &str, token: &str, headers: &[(&str, &str)]) -> (reqwes
             return (response, accepted);
         }
         accepted += 1;
-        assert_eq!(response.headers()["retry-after"], "1");
+        // The job's estimated remaining time (the configured 1 s before there is one), at most 60 s.
+        let retry_after: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=60).contains(&retry_after), "Retry-After {retry_after}");
         assert_eq!(response.headers()["content-type"], "application/json; charset=utf-8");
         let body = json(&response.bytes().await.unwrap());
         assert_eq!(body["status"], "preparing", "{body}");
@@ -299,11 +303,12 @@ async fn a_reader_pausing_longer_than_the_write_timeout_still_receives_a_prepare
     assert!(received.starts_with(b"HTTP/1.1 200 OK"));
     assert_eq!(received.len() - head_end, length, "the whole prepared export");
 
-    // The same pause on a streamed export exceeds its write timeout: the transfer is cut.
-    let (_, received) = pausing(&[]).await;
-    let body = &received[received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
-    assert!(dechunk(&received).is_none(), "a streamed export with the same pause was not cut");
-    assert!(body.len() < length, "{}", body.len());
+    // The same pause on a streamed export exceeds the server's write timeout too, but a streamed
+    // export waits for its reader (`reader_idle_timeout`): the whole body arrives.
+    let (ended, received) = pausing(&[]).await;
+    assert!(ended, "the connection was reset");
+    let body = dechunk(&received).expect("a complete chunked body");
+    assert_eq!(body.len(), length, "the whole streamed export");
     server.stop().await;
 }
 
@@ -636,5 +641,84 @@ async fn a_full_disk_fails_the_job_cleanly_and_the_spool_still_takes_what_fits()
     let (done, _) = until_done(&server.url(&small), READER, &[("prefer", "respond-async")]).await;
     assert_eq!(done.status(), StatusCode::OK);
     assert_eq!(csv::Reader::from_reader(done.bytes().await.unwrap().as_ref()).records().count(), 10);
+    server.stop().await;
+}
+
+/// The job ids of the export copies in the spool (`<key>.<job>.csv`).
+fn jobs_in(dir: &Path) -> Vec<String> {
+    files_in(dir)
+        .iter()
+        .filter(|name| name.ends_with(".csv"))
+        .map(|name| name.split('.').nth(1).unwrap().to_owned())
+        .collect()
+}
+
+/// Clients written for the original API send `Cache-Control: no-cache` on every poll (the PyPI
+/// client `appmetrica-logs-api` does by default). Polls converge on one job: a client answered
+/// 202 for a job gets that job's export, never a new job; two clients polling the same export
+/// share one job; and a no-cache request after the export was delivered starts a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cache_polls_converge_on_one_job_and_a_request_after_the_answer_gets_a_new_one() {
+    let spool = tempfile::tempdir().unwrap();
+    let config = PreparedConfig { policy: PreparePolicy::Always, ..config(spool.path()) };
+    let state = prepared_state(large_dataset(), config).await;
+    let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
+    let url = server.url(&format!("/logs/v1/export/errors.csv?{LARGE_QUERY}"));
+    let no_cache = [("cache-control", "no-cache")];
+
+    let first = get_with(&url, READER, &no_cache).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let prepared = server.state.prepared().unwrap().clone();
+    assert_eq!(prepared.usage().2, 1, "the job (a 60 MB export) is still running");
+    // A second client asks for the same export with no-cache while the job runs: it joins it.
+    let second = get_with(&url, APP1001, &no_cache).await;
+    assert_eq!(second.status(), StatusCode::ACCEPTED);
+
+    let (done, _) = until_done(&url, READER, &no_cache).await;
+    assert_eq!(done.status(), StatusCode::OK);
+    let etag = etag_of(&done);
+    let body = done.bytes().await.unwrap();
+    assert!(body.len() > 40_000_000);
+    let jobs = jobs_in(spool.path());
+    assert_eq!(jobs.len(), 1, "one job for both clients: {jobs:?}");
+    // The second client's next poll gets the job it was answered 202 for, at once.
+    let (other, accepted) = until_done(&url, APP1001, &no_cache).await;
+    assert_eq!((other.status(), accepted), (StatusCode::OK, 0));
+    assert_eq!(etag_of(&other), etag);
+    assert_eq!(other.bytes().await.unwrap(), body);
+    assert_eq!(jobs_in(spool.path()), jobs, "no new job");
+
+    // Having had its answer, a client that asks again with no-cache gets a new job.
+    let again = get_with(&url, READER, &no_cache).await;
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    let (done, _) = until_done(&url, READER, &no_cache).await;
+    assert_eq!(done.status(), StatusCode::OK);
+    assert_eq!(done.bytes().await.unwrap(), body);
+    settled(spool.path()).await;
+    let newer = jobs_in(spool.path());
+    assert_eq!(newer.len(), 1);
+    assert_ne!(newer, jobs, "the export was prepared again");
+    server.stop().await;
+}
+
+/// A request that starts a job waits for it (`wait`, 2 s by default): a job done by then is
+/// answered 200 at once, with no 202 in between.
+#[tokio::test]
+async fn a_job_done_within_the_wait_is_answered_at_once() {
+    let spool = tempfile::tempdir().unwrap();
+    let config = PreparedConfig {
+        policy: PreparePolicy::Always,
+        wait: Duration::from_secs(30),
+        ..config(spool.path())
+    };
+    let state = prepared_state(small_dataset(), config).await;
+    let expected = encode_directly(state.engine(), Format::Csv, WIDE.split_once('?').unwrap().1).await;
+    let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
+    let first = get_with(&server.url(WIDE), READER, &[("cache-control", "no-cache")]).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert!(first.headers().get("etag").is_some(), "served from the spool");
+    assert_eq!(first.bytes().await.unwrap().as_ref(), expected.as_slice());
+    settled(spool.path()).await;
+    assert_eq!(jobs_in(spool.path()).len(), 1);
     server.stop().await;
 }

@@ -221,9 +221,10 @@ async fn a_client_that_goes_away_cancels_the_query() {
     server.stop().await;
 }
 
+/// With spilling off, a client that stops reading holds its query, in bounded memory.
 #[tokio::test]
 async fn a_stalled_client_holds_bounded_memory_and_then_gets_everything() {
-    let settings = Settings { chunk_queue: 2, ..Settings::default() };
+    let settings = Settings { chunk_queue: 2, max_spill_bytes: 0, ..Settings::default() };
     let server = start(large_dataset(), settings, one_partition()).await;
     let metrics = server.state.metrics().clone();
     let total = encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY)
@@ -263,11 +264,70 @@ async fn a_stalled_client_holds_bounded_memory_and_then_gets_everything() {
     server.stop().await;
 }
 
+/// A client that stops reading (a loader inserting its first chunk into a slow database) has
+/// the rest of its export kept in a spill file: the query runs to its end and gives its permit
+/// back, memory stays bounded, the server's write timeout does not cut the connection, and the
+/// client gets every byte when it reads on.
 #[tokio::test]
-async fn a_client_that_stops_reading_is_cut_off_after_the_write_timeout() {
-    let settings = Settings::default();
+async fn a_stalled_client_is_waited_for_with_the_rest_spilled_and_gets_everything() {
+    let spill_dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        chunk_queue: 2,
+        spill_after: Duration::from_millis(200),
+        spill_dir: Some(spill_dir.path().to_owned()),
+        ..Settings::default()
+    };
     let options =
-        ServeOptions { write_timeout: Duration::from_millis(500), ..ServeOptions::for_settings(&settings) };
+        ServeOptions { write_timeout: Duration::from_millis(300), ..ServeOptions::for_settings(&settings) };
+    let state =
+        AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).await.unwrap();
+    let server = TestServer::start(state, options).await;
+    let metrics = server.state.metrics().clone();
+    let total = encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY)
+        .await
+        .len() as u64;
+    assert!(total > 40_000_000, "the export is large: {total}");
+
+    let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
+    let mut raw = RawClient::get(server.addr, &target, READER).await;
+    raw.read_at_least(100_000).await;
+    // The client reads nothing for ten times the write timeout; meanwhile the whole export is
+    // encoded, into the queue and the spill, and the permit comes back.
+    eventually("the whole export is encoded", || metrics.exports().bytes >= total).await;
+    eventually("the permit is back", || server.state.limiter().running() == 0).await;
+    let spilled = spilled_bytes(&server.state);
+    assert!(spilled > total / 2, "most of the export waits on disk: {spilled} of {total} bytes");
+    assert_eq!(std::fs::read_dir(spill_dir.path()).unwrap().count(), 0, "spill files have no name");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let counts = metrics.exports();
+    assert_eq!((counts.running, counts.cancelled), (1, 0), "the export waits for its client");
+    // The queue (2 chunks), one chunk being encoded, one in the connection's hands.
+    let bound = 4 * (1 << 20) + 4 * 64 * 1024;
+    assert!(counts.buffered_peak <= bound, "peak {} > {bound}", counts.buffered_peak);
+
+    raw.read_to_end().await.unwrap();
+    let body = dechunk(&raw.received).expect("a complete chunked body");
+    assert_eq!(body.len() as u64, total);
+    assert_eq!(
+        body,
+        encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY).await
+    );
+    eventually("the export completes", || metrics.exports().completed == 1).await;
+    eventually("the spill is given back", || spilled_bytes(&server.state) == 0).await;
+    server.stop().await;
+}
+
+/// `logs_spill_bytes` of the admin API's metrics.
+fn spilled_bytes(state: &AppState) -> u64 {
+    let text = state.metrics_text();
+    let line = text.lines().find(|l| l.starts_with("logs_spill_bytes ")).expect("logs_spill_bytes");
+    line.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_off_after_the_reader_idle_timeout() {
+    let settings = Settings { reader_idle_timeout: Duration::from_millis(500), ..Settings::default() };
+    let options = ServeOptions::for_settings(&settings);
     let state =
         AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).await.unwrap();
     let server = TestServer::start(state, options).await;
@@ -283,6 +343,7 @@ async fn a_client_that_stops_reading_is_cut_off_after_the_write_timeout() {
     // The connection was closed: reading on finds an end without the terminating chunk.
     raw.read_to_end().await.ok();
     assert_eq!(dechunk(&raw.received), None);
+    eventually("the spill is given back", || spilled_bytes(&server.state) == 0).await;
     server.stop().await;
 }
 

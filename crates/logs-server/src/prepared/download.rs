@@ -17,6 +17,7 @@ use logs_format::Format;
 use super::spool::{Manifest, ReadError, Spool};
 use crate::error::ApiError;
 use crate::export::{SKIPPED_SHARDS, content_disposition};
+use crate::log::RowsWhenComplete;
 
 /// The answer to `headers` from the complete export `manifest`.
 pub(super) async fn respond(
@@ -68,6 +69,8 @@ pub(super) async fn respond(
     if range.is_some() {
         builder = builder
             .header(header::CONTENT_RANGE, format!("bytes {}-{}/{}", bytes.start, bytes.end - 1, copy.bytes));
+    } else {
+        builder = builder.extension(RowsWhenComplete(manifest.rows));
     }
     built(builder.body(body))
 }

@@ -55,7 +55,7 @@ use crate::error::{ApiError, Problem};
 use crate::export;
 use crate::server::WriteStall;
 use crate::state::AppState;
-use spool::{Claim, Lease, Manifest, ReadError, Spool, random_hex};
+use spool::{Claim, JobProgress, Lease, Manifest, ReadError, Spool, random_hex, waiter};
 
 /// When exports are prepared rather than streamed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,8 +80,12 @@ pub struct PreparedConfig {
     pub max_spool_bytes: u64,
     /// The largest prepared export (its plain bytes); larger: 400 "Try to use more parts.".
     pub max_export_bytes: Option<u64>,
-    /// The `Retry-After` of `202`.
+    /// The `Retry-After` of `202` when the job's remaining time cannot be estimated yet (else
+    /// the estimate, from 1 s to the larger of this and 60 s).
     pub retry_after: Duration,
+    /// How long a request waits for a job it started or joined before it answers `202`
+    /// (`Prefer: wait=N` asks for another time); a job done by then is answered `200`.
+    pub wait: Duration,
     /// How long a client downloading a complete export may read nothing before its connection
     /// is closed (streamed exports keep the server's write timeout).
     pub download_write_timeout: Duration,
@@ -97,8 +101,8 @@ impl PreparedConfig {
         (self.ttl / 2).min(self.lease_ttl).clamp(Duration::from_secs(1), Duration::from_secs(60))
     }
 
-    /// Policy `requested`, kept 1 hour, 10 GiB in all, no size limit per export, `Retry-After: 5`,
-    /// 15 minutes of download stall, leases of 30 seconds.
+    /// Policy `requested`, kept 1 hour, 10 GiB in all, no size limit per export, `Retry-After: 5`
+    /// before an estimate, 2 seconds of wait, 15 minutes of download stall, leases of 30 seconds.
     pub fn new(spool: DatasetLocation) -> PreparedConfig {
         PreparedConfig {
             policy: PreparePolicy::Requested,
@@ -107,6 +111,7 @@ impl PreparedConfig {
             max_spool_bytes: 10 << 30,
             max_export_bytes: None,
             retry_after: Duration::from_secs(5),
+            wait: Duration::from_secs(2),
             download_write_timeout: Duration::from_secs(15 * 60),
             lease_ttl: Duration::from_secs(30),
         }
@@ -135,21 +140,26 @@ enum Joined {
     Running(Arc<Progress>),
     Failed(Problem),
     Complete,
-    /// Another process sharing the spool prepares it.
-    Elsewhere(Preparing),
+    /// Another process sharing the spool prepares it (with this job, if its lease says).
+    Elsewhere(Preparing, Option<String>),
 }
 
 /// How far a job of this process has got.
 #[derive(Debug)]
 struct Progress {
+    /// The job's id.
+    job: String,
     started: Instant,
     rows: AtomicU64,
     bytes: AtomicU64,
+    /// Bytes of the selected files the scan has covered, and their total.
+    covered: AtomicU64,
+    total: AtomicU64,
     /// Turns true when the job has ended, either way.
     ended: watch::Sender<bool>,
 }
 
-/// The body of `202 Accepted`.
+/// The body of `202 Accepted`, and what its `Retry-After` is estimated from.
 #[derive(Debug, Clone, Serialize)]
 struct Preparing {
     status: &'static str,
@@ -158,16 +168,60 @@ struct Preparing {
     bytes: u64,
     /// Since the job started.
     seconds: f64,
+    #[serde(skip)]
+    covered: u64,
+    #[serde(skip)]
+    total: u64,
+}
+
+impl Preparing {
+    fn new(progress: JobProgress, seconds: f64) -> Preparing {
+        Preparing {
+            status: "preparing",
+            rows: progress.rows,
+            bytes: progress.bytes,
+            seconds,
+            covered: progress.covered,
+            total: progress.total,
+        }
+    }
+
+    /// The seconds the job still needs, if its scan's progress tells: the time so far, times
+    /// what is left of the scan over what is done.
+    fn remaining(&self) -> Option<f64> {
+        if self.covered == 0 || self.total == 0 || self.seconds <= 0.0 {
+            return None;
+        }
+        let left = self.total.saturating_sub(self.covered) as f64;
+        Some(self.seconds * left / self.covered as f64)
+    }
 }
 
 impl Progress {
-    fn preparing(&self) -> Preparing {
-        Preparing {
-            status: "preparing",
+    fn new(job: String) -> Progress {
+        let (ended, _) = watch::channel(false);
+        Progress {
+            job,
+            started: Instant::now(),
+            rows: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            ended,
+        }
+    }
+
+    fn snapshot(&self) -> JobProgress {
+        JobProgress {
             rows: self.rows.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
-            seconds: (self.started.elapsed().as_millis() as f64) / 1000.0,
+            covered: self.covered.load(Ordering::Relaxed),
+            total: self.total.load(Ordering::Relaxed),
         }
+    }
+
+    fn preparing(&self) -> Preparing {
+        Preparing::new(self.snapshot(), (self.started.elapsed().as_millis() as f64) / 1000.0)
     }
 }
 
@@ -209,6 +263,12 @@ impl Prepared {
 
     /// The answer to an export request that the policy prepares, or `None` for one to stream.
     /// The caller's rights on the application have been checked.
+    ///
+    /// `Cache-Control: no-cache` (RFC 9111 §5.2.1.4: no stored answer without validation) is
+    /// kept from looping: a client answered `202` for a job is recorded as waiting for it, and
+    /// its next no-cache request is answered with that job's export — the answer to its own
+    /// request, not a stored one. Any other complete export is set aside and a new job
+    /// started; a running job is joined, never restarted.
     pub async fn respond(
         self: &Arc<Self>,
         state: &AppState,
@@ -227,8 +287,14 @@ impl Prepared {
             return Ok(None);
         }
         let key = key(format, request, state.settings().json_integers);
-        let fresh = no_cache(headers);
+        // Only no-cache requests need to know whom a job is for.
+        let waiter = no_cache(headers).then(|| waiter(&key, &caller.token));
+        let fresh = match &waiter {
+            Some(waiter) => !self.waits_for_stored(&key, waiter).await,
+            None => false,
+        };
         if !fresh && let Some(response) = self.serve(&key, format, headers, stall).await? {
+            self.stop_waiting(&key, waiter.as_deref()).await;
             return Ok(Some(response));
         }
         if !asked {
@@ -240,7 +306,10 @@ impl Prepared {
             match self.join_or_start(state, format, request, caller, &key, fresh).await? {
                 Joined::Running(progress) => break progress,
                 Joined::Failed(failure) => return Ok(Some(failure.into_response())),
-                Joined::Elsewhere(preparing) => {
+                Joined::Elsewhere(preparing, job) => {
+                    if let (Some(waiter), Some(job)) = (&waiter, job) {
+                        self.spool.wait_for(&key, waiter, &job).await;
+                    }
                     return Ok(Some(self.accepted(preparing, preferences.respond_async)));
                 }
                 // Completed since the spool was looked at.
@@ -254,12 +323,13 @@ impl Prepared {
                 }
             }
         };
-        if let Some(wait) = preferences.wait {
-            let wait = wait.min(state.settings().first_byte_timeout);
+        let wait = preferences.wait.unwrap_or(self.config.wait).min(state.settings().first_byte_timeout);
+        if !wait.is_zero() {
             let mut ended = progress.ended.subscribe();
             let _ = tokio::time::timeout(wait, ended.wait_for(|ended| *ended)).await;
             if *ended.borrow() {
                 if let Some(response) = self.serve(&key, format, headers, stall).await? {
+                    self.stop_waiting(&key, waiter.as_deref()).await;
                     return Ok(Some(response));
                 }
                 let failed = self.take_failure(&key);
@@ -268,7 +338,23 @@ impl Prepared {
                 }
             }
         }
+        if let Some(waiter) = &waiter {
+            self.spool.wait_for(&key, waiter, &progress.job).await;
+        }
         Ok(Some(self.accepted(progress.preparing(), preferences.respond_async)))
+    }
+
+    /// `waiter` (a no-cache client) has its export: its next no-cache request wants a new one.
+    async fn stop_waiting(&self, key: &str, waiter: Option<&str>) {
+        if let Some(waiter) = waiter {
+            self.spool.stop_waiting(key, waiter).await;
+        }
+    }
+
+    /// Whether the complete export of `key` is the one `waiter` was answered `202` for.
+    async fn waits_for_stored(&self, key: &str, waiter: &str) -> bool {
+        let Some(job) = self.spool.waited_job(key, waiter).await else { return false };
+        self.spool.find(key).await.is_some_and(|manifest| manifest.job == job)
     }
 
     /// The complete export `key`, if the spool has it.
@@ -323,10 +409,11 @@ impl Prepared {
             return Ok(Joined::Complete);
         }
         let permit = state.limiter().acquire(caller.token)?;
-        let lease = match self.spool.claim(key, &self.owner, self.config.lease_ttl).await? {
+        let job = random_hex(8);
+        let lease = match self.spool.claim(key, &self.owner, &job, self.config.lease_ttl).await? {
             Claim::Owned(lease) => lease,
-            Claim::Held { rows, bytes, seconds } => {
-                return Ok(Joined::Elsewhere(Preparing { status: "preparing", rows, bytes, seconds }));
+            Claim::Held { job, progress, seconds } => {
+                return Ok(Joined::Elsewhere(Preparing::new(progress, seconds), job));
             }
         };
         // A job commits its export before it gives its lease up: completed just now?
@@ -334,20 +421,14 @@ impl Prepared {
             self.spool.give_up(lease).await;
             return Ok(Joined::Complete);
         }
-        let (ended, _) = watch::channel(false);
-        let progress = Arc::new(Progress {
-            started: Instant::now(),
-            rows: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            ended,
-        });
+        let progress = Arc::new(Progress::new(job.clone()));
         let job = JobRun {
             prepared: Arc::clone(self),
             state: state.clone(),
             format,
             request: request.clone(),
             key: key.to_owned(),
-            job: random_hex(8),
+            job,
             progress: Arc::clone(&progress),
         };
         // Logged before it counts as running (`logs_prepared_jobs_running`): a job that the
@@ -373,11 +454,23 @@ impl Prepared {
         }
     }
 
+    /// The seconds of `Retry-After` for a job that has got as far as `preparing`: its estimated
+    /// remaining time, from 1 s to the larger of the configured value and 60 s; the configured
+    /// value when there is no estimate yet.
+    fn retry_after(&self, preparing: &Preparing) -> u64 {
+        let configured = self.config.retry_after.as_secs().max(1);
+        match preparing.remaining() {
+            Some(seconds) => (seconds.ceil() as u64).clamp(1, configured.max(60)),
+            None => configured,
+        }
+    }
+
     fn accepted(&self, body: Preparing, preference_applied: bool) -> Response {
+        let retry_after = self.retry_after(&body);
         let mut response = (StatusCode::ACCEPTED, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after.as_secs().max(1)));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
         if preference_applied {
             headers.insert("preference-applied", HeaderValue::from_static("respond-async"));
         }
@@ -481,6 +574,9 @@ impl JobRun {
                 reserved += write.await.map_err(|e| e.problem())?;
                 self.progress.bytes.store(writer.plain_bytes(), Ordering::Relaxed);
                 self.progress.rows.store(started.rows.load(Ordering::Relaxed), Ordering::Relaxed);
+                let (covered, total) = started.scan.get();
+                self.progress.total.store(total, Ordering::Relaxed);
+                self.progress.covered.store(covered, Ordering::Relaxed);
             }
             Ok(())
         }
@@ -557,9 +653,7 @@ async fn renew_lease(
         tokio::select! {
             _ = stop.changed() => return lease,
             () = tokio::time::sleep(ttl / 3) => {
-                let rows = progress.rows.load(Ordering::Relaxed);
-                let bytes = progress.bytes.load(Ordering::Relaxed);
-                if !prepared.spool.renew(&mut lease, ttl, rows, bytes).await {
+                if !prepared.spool.renew(&mut lease, ttl, progress.snapshot()).await {
                     tracing::warn!("the lease of a running job was lost; the job goes on");
                 }
             }

@@ -17,11 +17,27 @@ use crate::error::ApiError;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct LeaseBody {
     owner: String,
+    /// The job's id (absent in leases of earlier versions).
+    #[serde(default)]
+    job: Option<String>,
     /// When the job started, and until when the lease lasts: Unix milliseconds.
     started: u64,
     pub(super) expires: u64,
-    rows: u64,
-    bytes: u64,
+    #[serde(flatten)]
+    progress: JobProgress,
+}
+
+/// How far a job has got, as its lease tells the other processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    /// Rows and bytes (of the plain copy) written.
+    pub rows: u64,
+    pub bytes: u64,
+    /// Bytes of the selected files the scan has covered, and their total.
+    #[serde(default)]
+    pub covered: u64,
+    #[serde(default)]
+    pub total: u64,
 }
 
 /// The right to prepare one export, held in the spool until released or expired.
@@ -29,6 +45,7 @@ pub(super) struct LeaseBody {
 pub struct Lease {
     key: String,
     owner: String,
+    job: String,
     started: u64,
     /// The lease object's ETag, for renewing it only if it is still ours.
     e_tag: Option<String>,
@@ -38,32 +55,40 @@ pub struct Lease {
 #[derive(Debug)]
 pub enum Claim {
     Owned(Lease),
-    /// Another process prepares it; how far its last renewal said it had got.
+    /// Another process prepares it: its job (if the lease says), how far its last renewal
+    /// said it had got, and for how long it has run.
     Held {
-        rows: u64,
-        bytes: u64,
+        job: Option<String>,
+        progress: JobProgress,
         seconds: f64,
     },
 }
 
 impl Spool {
-    /// Claims the right to prepare `key` for `owner` until `ttl` from now: creates its lease if
-    /// there is none, takes it over if it has expired; or says how far its holder has got.
-    pub async fn claim(&self, key: &str, owner: &str, ttl: Duration) -> Result<Claim, ApiError> {
+    /// Claims the right to prepare `key` with job `job` for `owner` until `ttl` from now:
+    /// creates its lease if there is none, takes it over if it has expired; or says how far its
+    /// holder has got.
+    pub async fn claim(&self, key: &str, owner: &str, job: &str, ttl: Duration) -> Result<Claim, ApiError> {
         let path = self.path(&format!("{key}.lease"));
         let started = now_ms();
         let body = LeaseBody {
             owner: owner.to_owned(),
+            job: Some(job.to_owned()),
             started,
             expires: started + ttl.as_millis() as u64,
-            rows: 0,
-            bytes: 0,
+            progress: JobProgress::default(),
         };
         let payload = || PutPayload::from(serde_json::to_vec(&body).unwrap_or_default());
         let owned = |e_tag: Option<String>| {
-            Claim::Owned(Lease { key: key.to_owned(), owner: owner.to_owned(), started, e_tag })
+            Claim::Owned(Lease {
+                key: key.to_owned(),
+                owner: owner.to_owned(),
+                job: job.to_owned(),
+                started,
+                e_tag,
+            })
         };
-        let unknown = Claim::Held { rows: 0, bytes: 0, seconds: 0.0 };
+        let unknown = Claim::Held { job: None, progress: JobProgress::default(), seconds: 0.0 };
         for _ in 0..3 {
             match self.store.put_opts(&path, payload(), PutMode::Create.into()).await {
                 Ok(put) => return Ok(owned(put.e_tag)),
@@ -80,7 +105,7 @@ impl Spool {
                 && held.expires > now_ms()
             {
                 let seconds = now_ms().saturating_sub(held.started) as f64 / 1000.0;
-                return Ok(Claim::Held { rows: held.rows, bytes: held.bytes, seconds });
+                return Ok(Claim::Held { job: held.job.clone(), progress: held.progress, seconds });
             }
             // Expired (or not a lease): take it over, unless another process just did. A local
             // store cannot replace an object conditionally: the expired lease is deleted and
@@ -103,10 +128,16 @@ impl Spool {
 
     /// Extends `lease` to `ttl` from now, with the job's progress; `false` if it is no longer
     /// this process's (it expired and another took it over).
-    pub async fn renew(&self, lease: &mut Lease, ttl: Duration, rows: u64, bytes: u64) -> bool {
+    pub async fn renew(&self, lease: &mut Lease, ttl: Duration, progress: JobProgress) -> bool {
         let path = self.path(&format!("{}.lease", lease.key));
         let expires = now_ms() + ttl.as_millis() as u64;
-        let body = LeaseBody { owner: lease.owner.clone(), started: lease.started, expires, rows, bytes };
+        let body = LeaseBody {
+            owner: lease.owner.clone(),
+            job: Some(lease.job.clone()),
+            started: lease.started,
+            expires,
+            progress,
+        };
         let payload = PutPayload::from(serde_json::to_vec(&body).unwrap_or_default());
         let mode = match (&self.local_root, &lease.e_tag) {
             (None, Some(e_tag)) => {

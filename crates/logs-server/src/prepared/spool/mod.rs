@@ -9,6 +9,7 @@
 //! <key>.<job>.csv.gz   the same, gzip-compressed once
 //! <key>.manifest.json  the job, sizes, SHA-256s, rows, time of creation: written last
 //! <key>.lease          who prepares <key> now, until when, and how far it has got
+//! <key>.wait.<waiter>  the job a client was answered 202 for (see `waiting`)
 //! ```
 //!
 //! The manifest is written only after both copies are complete (a local store renames a
@@ -56,9 +57,11 @@ use crate::config::ConfigError;
 use crate::error::ApiError;
 
 mod lease;
+mod waiting;
 mod writer;
 
-pub use lease::{Claim, Lease};
+pub use lease::{Claim, JobProgress, Lease};
+pub use waiting::waiter;
 pub use writer::SpoolWriter;
 
 /// The manifest's format version: a manifest of another version is not trusted.
@@ -459,12 +462,17 @@ impl Spool {
             if live.contains(key) {
                 continue;
             }
+
             // A job that completed since the listing wrote its manifest, then gave its lease
             // up: ask for the manifest before deleting what may be its copies.
             if !kept.contains_key(key)
                 && let Some(manifest) = self.read_manifest(key).await
             {
                 kept.insert(key.to_owned(), manifest);
+            }
+            // Who waits for an export is kept as long as the export.
+            if name.contains(".wait.") && kept.contains_key(key) {
+                continue;
             }
             let named = kept
                 .get(key)
@@ -625,7 +633,7 @@ mod tests {
         std::fs::write(dir.path().join("old.manifest.json"), serde_json::to_vec(&old).unwrap()).unwrap();
         std::fs::write(dir.path().join("old.j1.csv"), "x\n").unwrap();
         std::fs::write(dir.path().join("junk.manifest.json"), "{").unwrap();
-        let Claim::Owned(_) = spool.claim("gone", "me", Duration::from_secs(1)).await.unwrap() else {
+        let Claim::Owned(_) = spool.claim("gone", "me", "j0", Duration::from_secs(1)).await.unwrap() else {
             panic!()
         };
         std::fs::write(dir.path().join("gone.j3.csv.gz#1"), "partial").unwrap();
@@ -643,7 +651,8 @@ mod tests {
     async fn a_live_lease_keeps_its_job_s_writes_from_the_sweep() {
         let dir = tempfile::tempdir().unwrap();
         let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
-        let Claim::Owned(lease) = spool.claim("busy", "me", Duration::from_secs(60)).await.unwrap() else {
+        let Claim::Owned(lease) = spool.claim("busy", "me", "j0", Duration::from_secs(60)).await.unwrap()
+        else {
             panic!("the first claim owns the lease")
         };
         std::fs::write(dir.path().join("busy.j1.csv#1"), "partial").unwrap();
@@ -661,19 +670,29 @@ mod tests {
         let spool = spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
         // Long enough that the checks before the sleep fall inside it on a loaded machine.
         let ttl = Duration::from_secs(4);
-        let Claim::Owned(mut lease) = spool.claim("k", "a", ttl).await.unwrap() else { panic!("a owns it") };
-        let Claim::Held { .. } = spool.claim("k", "b", ttl).await.unwrap() else { panic!("b must wait") };
-        assert!(spool.renew(&mut lease, ttl, 10, 200).await);
-        let Claim::Held { rows: 10, bytes: 200, .. } = spool.claim("k", "b", ttl).await.unwrap() else {
+        let Claim::Owned(mut lease) = spool.claim("k", "a", "ja", ttl).await.unwrap() else {
+            panic!("a owns it")
+        };
+        let Claim::Held { .. } = spool.claim("k", "b", "jb", ttl).await.unwrap() else {
+            panic!("b must wait")
+        };
+        let progress = JobProgress { rows: 10, bytes: 200, covered: 5, total: 50 };
+        assert!(spool.renew(&mut lease, ttl, progress).await);
+        let Claim::Held { job: Some(job), progress: held, .. } =
+            spool.claim("k", "b", "jb", ttl).await.unwrap()
+        else {
             panic!("the holder's progress is seen")
         };
+        assert_eq!((job.as_str(), held), ("ja", progress), "the holder's job and progress are seen");
         tokio::time::sleep(ttl + Duration::from_millis(100)).await;
-        let Claim::Owned(taken) = spool.claim("k", "b", ttl).await.unwrap() else {
+        let Claim::Owned(taken) = spool.claim("k", "b", "jb", ttl).await.unwrap() else {
             panic!("expired: b takes it")
         };
-        let Claim::Held { .. } = spool.claim("k", "c", ttl).await.unwrap() else { panic!("b holds it now") };
+        let Claim::Held { .. } = spool.claim("k", "c", "jc", ttl).await.unwrap() else {
+            panic!("b holds it now")
+        };
         spool.give_up(taken).await;
-        let Claim::Owned(_) = spool.claim("k", "c", ttl).await.unwrap() else {
+        let Claim::Owned(_) = spool.claim("k", "c", "jc", ttl).await.unwrap() else {
             panic!("released: c owns it")
         };
     }
