@@ -117,6 +117,8 @@ async fn generate_export_and_serve_over_a_bucket_answer_the_bytes_of_the_folder(
         .await
         .unwrap();
     assert!(apps.contains("1001") && apps.contains("1003"), "{apps}");
+    // The creation date is the first date folder's, listed in the bucket.
+    assert!(apps.contains(r#""create_date":"2026-10-01""#), "{apps}");
     drop(served);
     no_secret("the service's log", &std::fs::read_to_string(log.path()).unwrap());
 }

@@ -19,6 +19,8 @@ use http::{HeaderValue, StatusCode, header};
 use logs_core::RequestError;
 use serde::Serialize;
 
+use crate::json::JSON_CONTENT_TYPE;
+
 /// The realm named in `WWW-Authenticate` challenges.
 pub const REALM: &str = "logs-export";
 
@@ -52,6 +54,9 @@ pub enum ApiError {
     ApplicationDenied { application_id: i64 },
     /// No such route, or an export extension other than `csv` and `json` (404).
     NotFound,
+    /// No application with this id, for a token that may read every application (404); a
+    /// token that may not read it gets [`ApiError::ApplicationDenied`] instead.
+    ApplicationNotFound { application_id: i64 },
     /// The route exists but not for this method (405; axum adds the `Allow` header).
     MethodNotAllowed,
     /// The request target is longer than allowed (414).
@@ -209,8 +214,15 @@ impl ApiError {
                 StatusCode::NOT_FOUND,
                 "not_found",
                 "no such resource; the export is GET /logs/v1/export/errors.csv or errors.json, the \
-                 applications list GET /management/v1/applications",
+                 applications list GET /management/v1/applications, an application GET \
+                 /management/v1/application/{id}",
             ),
+            ApiError::ApplicationNotFound { application_id } => Problem::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("there is no application {application_id}"),
+            )
+            .at("id"),
             ApiError::MethodNotAllowed => Problem::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
@@ -356,7 +368,7 @@ impl IntoResponse for Problem {
         };
         let mut response = (self.status, Json(body)).into_response();
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON_CONTENT_TYPE));
         if let Some(challenge) = self.www_authenticate.and_then(|v| HeaderValue::try_from(v).ok()) {
             headers.insert(header::WWW_AUTHENTICATE, challenge);
         }

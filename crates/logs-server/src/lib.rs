@@ -8,6 +8,7 @@
 //! GET /logs/v1/export/errors.csv?…   the export as CSV    (scope service:read)
 //! GET /logs/v1/export/errors.json?…  the export as JSON   (scope service:read)
 //! GET /management/v1/applications    applications the token may read (scope service:read)
+//! GET /management/v1/application/{id} one of them                   (scope service:read)
 //! GET /healthz                       liveness, without a token
 //! GET /openapi.json                  the OpenAPI document (any valid token)
 //! ```
@@ -50,6 +51,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod export;
+pub mod json;
 pub mod limits;
 pub mod log;
 pub mod management;
@@ -91,6 +93,7 @@ pub fn app(state: AppState) -> Router {
         .route("/logs/v1/export/errors.csv", get(export::export_errors))
         .route("/logs/v1/export/errors.json", get(export::export_errors))
         .route("/management/v1/applications", get(management::list_applications))
+        .route("/management/v1/application/{id}", get(management::get_application))
         .route("/healthz", get(healthz))
         .route(openapi::OPENAPI_PATH, get(openapi::serve_document))
         .fallback(not_found)
@@ -169,8 +172,8 @@ pub fn admin_app(state: AppState) -> Router {
 }
 
 /// Liveness: the process answers. Says nothing about the data.
-async fn healthz() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], "{\"status\":\"ok\"}")
+async fn healthz() -> Response {
+    json::json_response("{\"status\":\"ok\"}")
 }
 
 async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {

@@ -8,7 +8,8 @@
 //!   statuses: one example of every kind of error (a `match` in `openapi/errors.rs` makes the
 //!   compiler ask for a new one when a kind is added) gives each status its `error_type`s and
 //!   headers (`WWW-Authenticate`, `Retry-After`);
-//! - the applications list's schema is derived from [`crate::management::ApplicationList`].
+//! - the management answers' schemas are derived from [`crate::management::ApplicationList`]
+//!   and [`crate::management::ApplicationAnswer`].
 //!
 //! The paths are built with utoipa's builders rather than `#[utoipa::path]` on the handlers:
 //! one handler serves both export routes, and the parameters and error answers are computed
@@ -24,13 +25,15 @@
 
 mod errors;
 mod export;
+mod management;
 
 use errors::{component_name, error_body_schema, error_responses, error_type_schema};
 use export::{export_parameters, export_schema, record_schema};
+use management::{application_operation, applications_operation};
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use http::StatusCode;
 use logs_core::FieldAliases;
 use logs_format::JsonIntegers;
 use serde_json::Value;
@@ -47,7 +50,7 @@ use utoipa::openapi::{
 };
 
 use crate::auth::READ_SCOPE;
-use crate::management::ApplicationList;
+use crate::management::{Application, ApplicationAnswer, ApplicationList, Permission};
 use crate::state::AppState;
 
 /// The route of the document.
@@ -59,6 +62,7 @@ pub const SECURITY_SCHEME: &str = "OAuth";
 const EXPORT_CSV: &str = "/logs/v1/export/errors.csv";
 const EXPORT_JSON: &str = "/logs/v1/export/errors.json";
 const APPLICATIONS: &str = "/management/v1/applications";
+const APPLICATION: &str = "/management/v1/application/{id}";
 const HEALTHZ: &str = "/healthz";
 
 /// Headers that a response may leave out, by response (component name or status); every
@@ -98,8 +102,7 @@ impl DocumentSettings {
 /// The handler of `GET /openapi.json`: the document of this service's settings.
 pub async fn serve_document(State(state): State<AppState>) -> Response {
     let document = document_json(&DocumentSettings::of(&state));
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"))], document)
-        .into_response()
+    crate::json::json_response(document)
 }
 
 /// The document as pretty JSON with a final newline, as checked in at `docs/openapi.json`
@@ -158,6 +161,7 @@ pub fn api_doc(settings: &DocumentSettings) -> OpenApi {
                 .path(EXPORT_CSV, PathItem::new(HttpMethod::Get, export_operation(Export::Csv, settings)))
                 .path(EXPORT_JSON, PathItem::new(HttpMethod::Get, export_operation(Export::Json, settings)))
                 .path(APPLICATIONS, PathItem::new(HttpMethod::Get, applications_operation()))
+                .path(APPLICATION, PathItem::new(HttpMethod::Get, application_operation()))
                 .path(HEALTHZ, PathItem::new(HttpMethod::Get, healthz_operation()))
                 .path(OPENAPI_PATH, PathItem::new(HttpMethod::Get, openapi_operation())),
         )
@@ -182,18 +186,19 @@ filters and a row limit.\n\n\
 `Authorization: OAuth <token>` (`Bearer` is accepted too). Unknown paths need one as well: without \
 a valid token every path answers 401, so that the service does not reveal which paths exist. A \
 token in the query string (`oauth_token`, `access_token`, `token`) is refused with 401 \
-`invalid_request` on every route, `/healthz` included. The export and the applications list need \
+`invalid_request` on every route, `/healthz` included. The export and the management calls need \
 the scope `service:read`; this document needs a valid token and no scope.\n\n\
-**Errors.** Every error answer has the JSON body `ErrorBody`; `location` names the query parameter \
-at fault, when there is one. 5xx messages say little; the details are in the server's log under \
-the response's `x-request-id`. The order of checks: size limits (414, 431) and the `Host` \
-header (400 `bad_request`), the token (401), \
-routing (404, 405), scope (403), the parameters (400), the application (403), the limits (429, \
-503), the data (503, 500). Another method than GET or HEAD on a route answers 405 \
-(`MethodNotAllowed`, with `Allow`); an unknown path 404 (`NotFound`). HEAD is answered like GET \
-without the body.\n\n\
+**Errors.** Every error answer has the JSON body `ErrorBody`; `location` names the parameter at \
+fault (a query parameter, or the path's `id`), when there is one. 5xx messages say little; the \
+details are in the server's log under the response's `x-request-id`. The order of checks: size \
+limits (414, 431) and the `Host` header (400 `bad_request`), the token (401), routing (404, 405), \
+scope (403), the parameters (400), the application (403, then 404 for one that does not exist), \
+the limits (429, 503), the data (503, 500). Another method than GET or HEAD on a route answers \
+405 (`MethodNotAllowed`, with `Allow`); an unknown path 404 (`NotFound`). HEAD is answered like \
+GET without the body.\n\n\
 **Every response** has `x-request-id` (the client's, if it sent a plain one of at most 64 \
 characters, else a new one), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`. \
+Every JSON answer, errors included, is `application/json; charset=utf-8`. \
 Responses are gzipped when `Accept-Encoding` allows gzip, and sent without content coding \
 otherwise, also when the header refuses that too (`identity;q=0`, `*;q=0`): the service never \
 answers 406 (RFC 9110 §12.5.3).";
@@ -330,32 +335,6 @@ fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
     .build()
 }
 
-fn applications_operation() -> Operation {
-    let ok = ResponseBuilder::new()
-        .description(
-            "The applications the token may read, ascending by id: those described in the dataset's \
-             `applications.toml` and those with data. An application without a description is named \
-             by its id, in `UTC`.",
-        )
-        .content(
-            "application/json",
-            ContentBuilder::new().schema(Some(Ref::from_schema_name("ApplicationList"))).build(),
-        )
-        .header("x-request-id", request_id_header())
-        .build();
-    operation(
-        "management",
-        "listApplications",
-        "List the applications",
-        &format!(
-            "The applications this token may read. Needs the scope `{READ_SCOPE}`; takes no parameters."
-        ),
-        &["400", "401", "403", "414", "431", "500", "503"],
-    )
-    .response("200", ok)
-    .build()
-}
-
 fn healthz_operation() -> Operation {
     let ok = ResponseBuilder::new()
         .description("The process answers. Says nothing about the data.")
@@ -466,7 +445,9 @@ fn components(settings: &DocumentSettings) -> ComponentsBuilder {
         .schema("Health", health_schema())
         .schema("Preparing", preparing_schema())
         .schema_from::<ApplicationList>()
-        .schema_from::<crate::management::Application>();
+        .schema_from::<ApplicationAnswer>()
+        .schema_from::<Application>()
+        .schema_from::<Permission>();
     for (status, response) in error_responses() {
         builder = builder.response(component_name(status), response);
     }

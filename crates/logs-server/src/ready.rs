@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use http::StatusCode;
 
 use crate::state::AppState;
 
@@ -103,7 +103,7 @@ async fn check(state: &AppState) -> Verdict {
 }
 
 fn answer(status: StatusCode, body: String) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut response = crate::json::json_response(body);
+    *response.status_mut() = status;
     response
 }

@@ -101,7 +101,7 @@ const EXPORT_JSON: &str = "/logs/v1/export/errors.json?application_id=1001&date_
                            date_until=2026-10-07&fields=error_id,os_name&limit=5";
 
 /// Route × credential (columns in the order of `CREDENTIALS`) → outcome.
-const MATRIX: [(&str, [Outcome; 11]); 6] = [
+const MATRIX: [(&str, [Outcome; 11]); 7] = [
     //              none      basic      malformed  unknown    expired    inactive   read  write  other-app valid idp-valid
     (
         "export.csv",
@@ -114,6 +114,11 @@ const MATRIX: [(&str, [Outcome; 11]); 6] = [
     (
         "/management/v1/applications",
         [NO_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, OK, SCOPE, OK, OK, OK],
+    ),
+    // One application: 1001, outside the other-application token's list.
+    (
+        "/management/v1/application/1001",
+        [NO_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, OK, SCOPE, DENIED, OK, OK],
     ),
     // The OpenAPI document: any valid token, whatever its scopes and applications.
     ("/openapi.json", [NO_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, BAD_TOKEN, OK, OK, OK, OK, OK]),
@@ -211,8 +216,10 @@ async fn every_route_and_credential_gets_its_status() {
                 // Nothing is kept by a cache on the way, nor sniffed into another type.
                 assert_eq!(headers[header::CACHE_CONTROL], "no-store", "{cell}");
                 assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{cell}");
-                if status != 200 {
-                    assert_eq!(headers[header::CONTENT_TYPE], "application/json; charset=utf-8", "{cell}");
+                // Every JSON answer, an error or not, says its charset.
+                let content_type = headers[header::CONTENT_TYPE].to_str().unwrap();
+                if status != 200 || content_type.starts_with("application/json") {
+                    assert_eq!(content_type, "application/json; charset=utf-8", "{cell}");
                 }
                 if method == Method::HEAD {
                     assert!(body.is_empty(), "{cell}");
@@ -261,16 +268,18 @@ fn the_matrix_covers_every_credential_and_the_health_route_alone_is_public() {
 // No route can skip the check
 // ---------------------------------------------------------------------------------------
 
-/// Every route the service has that needs a token, written as in the router.
-const PROTECTED: [&str; 4] = [
+/// Every route the service has that needs a token, written as in the router (with an id in
+/// place of `{id}`).
+const PROTECTED: [&str; 5] = [
     "/logs/v1/export/errors.csv",
     "/logs/v1/export/errors.json",
     "/management/v1/applications",
+    "/management/v1/application/1001",
     "/openapi.json",
 ];
 
 /// Paths that are not routes, some disguised as the public one.
-const MADE_UP: [&str; 34] = [
+const MADE_UP: [&str; 38] = [
     "/",
     "/logs",
     "/logs/",
@@ -289,6 +298,10 @@ const MADE_UP: [&str; 34] = [
     "/management/v1",
     "/management/v1/applications/",
     "/management/v1/applications/1001",
+    "/management/v1/application",
+    "/management/v1/application/",
+    "/management/v1/application/1001/",
+    "/management/v1/application/x",
     "/management/v2/applications",
     "/metrics",
     "/admin",
@@ -401,7 +414,12 @@ async fn routes_around_the_router_fail_closed() {
     let state = state(small_dataset(), Settings::default()).await;
     let nested = Router::new().nest("/v2", logs_server::app(state.clone()));
     assert_eq!(get(&nested, "/v2/healthz", None).await.0, StatusCode::OK);
-    for path in ["/v2/logs/v1/export/errors.csv", "/v2/management/v1/applications", "/v2/nope"] {
+    for path in [
+        "/v2/logs/v1/export/errors.csv",
+        "/v2/management/v1/applications",
+        "/v2/management/v1/application/1001",
+        "/v2/nope",
+    ] {
         assert_eq!(get(&nested, path, None).await.0, StatusCode::UNAUTHORIZED, "{path}");
     }
     assert_eq!(get(&nested, &format!("/v2{EXPORT_CSV}&limit=1"), Some(READER)).await.0, StatusCode::OK);

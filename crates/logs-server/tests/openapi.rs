@@ -47,6 +47,7 @@ fn the_document_covers_the_api() {
             "/healthz",
             "/logs/v1/export/errors.csv",
             "/logs/v1/export/errors.json",
+            "/management/v1/application/{id}",
             "/management/v1/applications",
             "/openapi.json"
         ]
@@ -191,6 +192,23 @@ async fn real_answers_match_the_document() {
             vec![("authorization", &writer)],
             403,
         ),
+        (APPLICATION, Method::GET, "/management/v1/application/1001".into(), vec![], 200),
+        (APPLICATION, Method::GET, "/management/v1/application/x1".into(), vec![], 400),
+        (
+            APPLICATION,
+            Method::GET,
+            "/management/v1/application/1001".into(),
+            vec![("authorization", &writer)],
+            403,
+        ),
+        (
+            APPLICATION,
+            Method::GET,
+            "/management/v1/application/1002".into(),
+            vec![("authorization", &app1001)],
+            403,
+        ),
+        (APPLICATION, Method::GET, "/management/v1/application/4242".into(), vec![], 404),
         ("/healthz", Method::GET, "/healthz".into(), vec![("authorization", "")], 200),
         ("/healthz", Method::GET, "/healthz?token=x".into(), vec![("authorization", "")], 401),
         ("/openapi.json", Method::GET, "/openapi.json".into(), vec![], 200),
@@ -272,6 +290,9 @@ async fn prepared_answers_match_the_document() {
         check_answer(&doc, csv, status, &headers, &body, expected.as_str());
     }
 }
+
+/// The path of one application, as the document writes it.
+const APPLICATION: &str = "/management/v1/application/{id}";
 
 /// An operation (a path, or a response component), the request, and the status expected.
 type Case<'a> = (&'a str, Method, String, Vec<(&'a str, &'a str)>, u16);

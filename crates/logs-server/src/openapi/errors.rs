@@ -215,6 +215,10 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             "The application is not among the token's; the same answer whether it exists or not.",
         ),
         (ApiError::NotFound, "No such route (with a valid token; without one any path is 401)."),
+        (
+            ApiError::ApplicationNotFound { application_id: 1004 },
+            "No application with this id (for a token that may read any application); `location` is `id`.",
+        ),
         (ApiError::MethodNotAllowed, "Another method than GET or HEAD on a route."),
         (
             ApiError::UriTooLong { max: settings.max_url_bytes },
@@ -281,6 +285,7 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             | ApiError::InsufficientScope { .. }
             | ApiError::ApplicationDenied { .. }
             | ApiError::NotFound
+            | ApiError::ApplicationNotFound { .. }
             | ApiError::MethodNotAllowed
             | ApiError::UriTooLong { .. }
             | ApiError::HeadersTooLarge { .. }
