@@ -54,7 +54,7 @@ pub struct Settings {
 impl Default for Settings {
     /// 8 exports at once, 2 per token; 8 KiB target, 16 KiB headers; 60 s to the first byte;
     /// 4 chunks queued; `Retry-After: 5`; gzip level 1; JSON integers as strings; readers
-    /// waited for 10 minutes; spilling after 1 s of a full queue, to the temporary folder, 4 GiB
+    /// waited for 10 minutes; spilling after 5 s of a full queue, to the temporary folder, 4 GiB
     /// and 64 exports at most.
     fn default() -> Settings {
         Settings {
@@ -68,7 +68,7 @@ impl Default for Settings {
             gzip_level: 1,
             json_integers: JsonIntegers::default(),
             reader_idle_timeout: Duration::from_secs(600),
-            spill_after: Duration::from_secs(1),
+            spill_after: Duration::from_secs(5),
             spill_dir: None,
             max_spill_bytes: 4 << 30,
             max_spilled_exports: 64,
