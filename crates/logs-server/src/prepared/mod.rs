@@ -58,6 +58,9 @@ use crate::state::AppState;
 use job::JobRun;
 use spool::{Claim, JobProgress, ReadError, Spool, random_hex, waiter};
 
+/// How often a request waiting for another process's job looks for its export in the spool.
+const ELSEWHERE_POLL: Duration = Duration::from_millis(250);
+
 /// When exports are prepared rather than streamed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PreparePolicy {
@@ -301,6 +304,7 @@ impl Prepared {
         if !asked {
             return Ok(None);
         }
+        let wait = preferences.wait.unwrap_or(self.config.wait).min(state.settings().first_byte_timeout);
         let mut attempts = 0;
         let progress = loop {
             attempts += 1;
@@ -308,6 +312,16 @@ impl Prepared {
                 Joined::Running(progress) => break progress,
                 Joined::Failed(failure) => return Ok(Some(failure.into_response())),
                 Joined::Elsewhere(preparing, job) => {
+                    // The job's export appears in the spool when it completes: look for it
+                    // during the wait, as for a job of this process.
+                    let deadline = tokio::time::Instant::now() + wait;
+                    while tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(ELSEWHERE_POLL.min(wait)).await;
+                        if let Some(response) = self.serve(&key, format, headers, stall).await? {
+                            self.stop_waiting(&key, waiter.as_deref()).await;
+                            return Ok(Some(response));
+                        }
+                    }
                     if let (Some(waiter), Some(job)) = (&waiter, job) {
                         self.spool.wait_for(&key, waiter, &job).await;
                     }
@@ -324,7 +338,6 @@ impl Prepared {
                 }
             }
         };
-        let wait = preferences.wait.unwrap_or(self.config.wait).min(state.settings().first_byte_timeout);
         if !wait.is_zero() {
             let mut ended = progress.ended.subscribe();
             let _ = tokio::time::timeout(wait, ended.wait_for(|ended| *ended)).await;
