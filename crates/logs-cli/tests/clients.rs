@@ -1,9 +1,12 @@
 //! Clients written for the original API, run unchanged against `logs serve` over a real socket:
 //! standard readers (Python's `csv`, pandas, DuckDB, a line-splitting reader, `json`) keep
 //! every record of exports whose records could look like empty or broken lines; a reader that
-//! parses numbers as doubles gets every id exactly; and a loader-style client downloads 14
-//! days with the original API's field names, exactly the rows DuckDB computes from the files,
-//! both streamed and through prepared exports (repeating on 202, splitting a day into parts).
+//! parses numbers as doubles gets every id exactly; a loader-style client downloads 14 days
+//! with the original API's field names, exactly the rows DuckDB computes from the files, both
+//! streamed and through prepared exports (repeating on 202, splitting a day into parts), and
+//! gets every row of a day although it stops reading for longer than the write timeout; and the
+//! PyPI client `appmetrica-logs-api` downloads days streamed and prepared, polling with
+//! `Cache-Control: no-cache`, each day one job.
 //!
 //! The readers run in a Python environment the tests make on first use (`common::python`).
 
@@ -11,8 +14,9 @@ mod common;
 
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
-use common::python::run_script;
+use common::python::{run_script, spawn_script};
 use common::*;
 use serde_json::Value;
 
@@ -111,11 +115,14 @@ fn fourteen_days() -> tempfile::TempDir {
     generated(12_000, 14)
 }
 
-/// The records of application 1001 in the 14 days, as `logs export` counts them.
-fn fourteen_days_records(data: &Path) -> u64 {
-    let target = "errors.csv?application_id=1001&date_since=2026-10-01%2000:00:00\
-                  &date_until=2026-10-14%2023:59:59&fields=error_id";
-    records(data, target).len() as u64
+/// The records of application 1001 in the first `days` days from 2026-10-01 (at most 31), as
+/// `logs export` counts them.
+fn days_records(data: &Path, days: u32) -> u64 {
+    let target = format!(
+        "errors.csv?application_id=1001&date_since=2026-10-01%2000:00:00\
+         &date_until=2026-10-{days:02}%2023:59:59&fields=error_id"
+    );
+    records(data, &target).len() as u64
 }
 
 #[test]
@@ -134,7 +141,7 @@ fn a_loader_of_the_original_api_downloads_14_days_exactly_as_duckdb_computes() {
     assert_eq!(report["gzip"], true, "{report}");
     let rows = report["rows"].as_u64().unwrap();
     assert!(rows > 5_000, "{report}");
-    assert_eq!(rows, fourteen_days_records(data.path()), "{report}");
+    assert_eq!(rows, days_records(data.path(), 14), "{report}");
 }
 
 /// The same loader against prepared exports (`--prepare always`): it repeats each request on
@@ -177,7 +184,7 @@ fn a_loader_downloads_14_days_through_prepared_exports_with_pauses_and_parts() {
     assert!(report["requests"].as_u64().unwrap() > report["accepted"].as_u64().unwrap(), "{report}");
     assert_eq!(report["prepared"], true, "{report}");
     assert_eq!(report["gzip"], true, "{report}");
-    assert_eq!(report["rows"].as_u64(), Some(fourteen_days_records(data.path())), "{report}");
+    assert_eq!(report["rows"].as_u64(), Some(days_records(data.path(), 14)), "{report}");
 
     // One manifest per export prepared: the 13 whole days and at least two parts.
     let manifests = std::fs::read_dir(spool.path())
@@ -185,4 +192,149 @@ fn a_loader_downloads_14_days_through_prepared_exports_with_pauses_and_parts() {
         .filter(|entry| entry.as_ref().unwrap().file_name().to_string_lossy().ends_with(".manifest.json"))
         .count();
     assert!(manifests >= 15, "{manifests} manifests in the spool");
+}
+
+/// The 3 days the PyPI client copies: about 690 records a day of application 1001.
+fn three_days() -> tempfile::TempDir {
+    generated(2_600, 3)
+}
+
+/// `logs serve` with more flags, its log written to the file `log`.
+fn serve_logged(data: &Path, flags: &[&str], log: &Path) -> Served {
+    serve_with(data, flags, Stdio::from(std::fs::File::create(log).unwrap()))
+}
+
+/// The prepared jobs a server started, from its log: one line each.
+fn jobs_started(log: &str) -> usize {
+    log.matches("preparing an export").count()
+}
+
+#[test]
+fn the_pypi_client_downloads_3_days_streamed_exactly_as_duckdb_computes() {
+    let data = three_days();
+    let served = serve_with(data.path(), &["--field-aliases", &original_api_aliases()], Stdio::null());
+    let root = data.path().display().to_string();
+    let args = [served.base.as_str(), &served.token, &root, "1001", "2026-10-01", "3"];
+    let report = &reports(&run_script("pypi_client.py", &args))[0];
+    assert_eq!(report["days"], 3, "{report}");
+    // Streamed: one request a day (each with `Cache-Control: no-cache`), never a 202.
+    assert_eq!(report["requests"], 3, "{report}");
+    assert_eq!(report["accepted"], 0, "{report}");
+    assert_eq!(report["rows"].as_u64(), Some(days_records(data.path(), 3)), "{report}");
+}
+
+/// The PyPI client against `--prepare always`: it repeats each request answered 202 with
+/// `Cache-Control: no-cache` (what it always sends), so each poll must join the day's job and
+/// get its export, never throw the job away and start another. The script gives up after 120 s
+/// (a server whose every poll starts a fresh job answers 202 forever), saying what each of its
+/// requests was answered.
+#[test]
+fn the_pypi_client_polling_with_no_cache_downloads_3_prepared_days_one_job_each() {
+    let data = three_days();
+    let spool = tempfile::tempdir().unwrap();
+    let spool_path = spool.path().display().to_string();
+    // Not in the spool: the server deletes what it does not know there.
+    let logs = tempfile::tempdir().unwrap();
+    let log_path = logs.path().join("serve.log");
+    let flags = ["--field-aliases", &original_api_aliases(), "--spool", &spool_path, "--prepare", "always"];
+    let served = serve_logged(data.path(), &flags, &log_path);
+    let root = data.path().display().to_string();
+    let args = [served.base.as_str(), &served.token, &root, "1001", "2026-10-01", "3", "120"];
+    let report = &reports(&run_script("pypi_client.py", &args))[0];
+    assert_eq!(report["days"], 3, "{report}");
+    assert_eq!(report["rows"].as_u64(), Some(days_records(data.path(), 3)), "{report}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert_eq!(jobs_started(&log), 3, "one job a day ({report}):\n{log}");
+}
+
+/// The issue's repro: the same export polled with `Cache-Control: no-cache` 3 s apart, as the
+/// PyPI client does, is answered 200 within three polls, from one job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_with_no_cache_converge_on_one_job_and_get_its_export() {
+    let data = generated(900, 1);
+    let spool = tempfile::tempdir().unwrap();
+    let spool_path = spool.path().display().to_string();
+    // Not in the spool: the server deletes what it does not know there.
+    let logs = tempfile::tempdir().unwrap();
+    let log_path = logs.path().join("serve.log");
+    let served = serve_logged(data.path(), &["--spool", &spool_path, "--prepare", "always"], &log_path);
+    let target =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    let url = format!("{}/logs/v1/export/{target}", served.base);
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+
+    let mut statuses = Vec::new();
+    let mut body = None;
+    for poll in 0..3 {
+        if poll > 0 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+        let response = client
+            .get(&url)
+            .header("Authorization", format!("OAuth {}", served.token))
+            .header("Cache-Control", "no-cache")
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+        let bytes = response.bytes().await.unwrap();
+        if statuses.last() == Some(&200) {
+            body = Some(bytes);
+            break;
+        }
+    }
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let jobs = jobs_started(&log);
+    let body = body.unwrap_or_else(|| {
+        panic!("three polls with Cache-Control: no-cache 3 s apart were answered {statuses:?}, {jobs} jobs started:\n{log}")
+    });
+    assert_eq!(jobs, 1, "polls answered {statuses:?}:\n{log}");
+    assert!(body == export(data.path(), target), "the export differs from what logs export writes");
+}
+
+/// The most bytes the kernel holds for one loopback connection, sent but not yet read: the
+/// largest send buffer (TCP's autotuning limit, or twice the limit of one set by the program)
+/// and a margin of 1 MiB for the receiver's small buffer.
+fn socket_buffers_max() -> u64 {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let tcp_wmem: u64 =
+        read("/proc/sys/net/ipv4/tcp_wmem").split_whitespace().last().unwrap().parse().unwrap();
+    let wmem_max: u64 = read("/proc/sys/net/core/wmem_max").trim().parse().unwrap();
+    tcp_wmem.max(2 * wmem_max) + (1 << 20)
+}
+
+/// A loader inserting into a slow database: it reads the first chunk of a 34 MB day, then
+/// spends 5 s on it, longer than the write timeout (`--write-timeout 2s`), before reading on.
+/// The default server (streamed, no spool) must keep the rest of the export for it: every row
+/// arrives, without downloading the day again. The day is asked uncompressed, so that the bytes
+/// left after the first chunk are far more than the sockets can hold: the pause really stopped
+/// the server's writes.
+#[test]
+fn a_loader_pausing_longer_than_the_write_timeout_still_gets_every_row() {
+    let data = generated(30_000, 1);
+    let flags = ["--field-aliases", &original_api_aliases(), "--write-timeout", "2s"];
+    let served = serve_with(data.path(), &flags, Stdio::null());
+    let root = data.path().display().to_string();
+    let args =
+        [&served.base, &served.token, &root, "1001", "2026-10-01", "1", "--first-pause", "5", "--identity"]
+            .map(|arg| arg.to_string());
+    let output = spawn_script("loader.py", &args).wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the loader did not get the day (a server that closes the connection once the client has \
+         read nothing for --write-timeout 2s breaks each of its 4 downloads, the loader spending 5 s \
+         on its first chunk each time):\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = &reports(&String::from_utf8(output.stdout).unwrap())[0];
+    assert_eq!(report["retries"], 0, "{report}");
+    assert_eq!(report["requests"], 1, "{report}");
+    assert_eq!(report["rows"].as_u64(), Some(days_records(data.path(), 1)), "{report}");
+    let left = report["largest_body"].as_u64().unwrap() - report["read_before_pause"].as_u64().unwrap();
+    let buffers = socket_buffers_max();
+    assert!(
+        left > 2 * buffers,
+        "{left} bytes left to send at the pause, the sockets hold {buffers}: {report}"
+    );
 }

@@ -12,17 +12,23 @@ more parts.` with `parts_count` and `part_number` (2 parts, then 4, 8, … up to
 rows being those of all its parts.
 
     python loader.py BASE_URL TOKEN DATASET_ROOT APPLICATION_ID FIRST_DAY DAYS [PAUSE_SECONDS]
+        [--first-pause SECONDS] [--identity]
 
 PAUSE_SECONDS (default 0) is slept after each chunk pandas yields, as a loader inserting each
-chunk into a database does; with a pause, the sockets have a small receive buffer, so that a
-pause soon stops the server's writes.
+chunk into a database does; `--first-pause` is slept once more after the first chunk of each
+download, as a slow database's first insert. With either pause, the sockets have a small
+receive buffer, so that a pause soon stops the server's writes. `--identity` asks for the body
+uncompressed (`Accept-Encoding: identity`), so that the bytes on the wire are the CSV's.
 
 Prints one JSON object: days, requests (all HTTP requests), accepted (answers 202), parts (the
-most parts a day was split into, 1 if none), retries (broken transfers downloaded again), rows, whether every answer was gzipped, and
-whether every file came prepared (with a Content-Length and an ETag). Exits non-zero, saying
-which day differs, if any does.
+most parts a day was split into, 1 if none), retries (broken transfers downloaded again), rows,
+whether every answer was gzipped, whether every file came prepared (with a Content-Length and
+an ETag), largest_body (the most bytes one answer's body took on the wire) and
+read_before_pause (the most bytes of a body read from the wire when its first pause began).
+Exits non-zero, saying which day differs, if any does.
 """
 
+import argparse
 import datetime
 import email.utils
 import json
@@ -85,11 +91,11 @@ class MoreParts(Exception):
 
 
 class Loader:
-    def __init__(self, base: str, token: str, app: int, pause: float):
-        self.base, self.app, self.pause = base, app, pause
+    def __init__(self, base: str, token: str, app: int, pause: float, first_pause: float, encoding: str):
+        self.base, self.app, self.pause, self.first_pause, self.encoding = base, app, pause, first_pause, encoding
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"OAuth {token}"
-        if pause > 0:
+        if pause > 0 or first_pause > 0:
             adapter = SmallReceiveBuffer()
             self.session.mount("http://", adapter)
             self.session.mount("https://", adapter)
@@ -99,6 +105,8 @@ class Loader:
         self.retries = 0
         self.gzip = True
         self.prepared = True
+        self.largest_body = 0
+        self.read_before_pause = 0
 
     def download_day(self, day: datetime.date) -> list:
         params = {
@@ -141,7 +149,7 @@ class Loader:
         while True:
             self.requests += 1
             with self.session.get(
-                url, params=params, stream=True, headers={"Accept-Encoding": "gzip"}, timeout=120
+                url, params=params, stream=True, headers={"Accept-Encoding": self.encoding}, timeout=120
             ) as response:
                 if response.status_code == 202:
                     self.accepted += 1
@@ -158,19 +166,23 @@ class Loader:
                     sys.exit(f"{what}: {response.status_code} {message}")
                 self.gzip &= response.headers.get("Content-Encoding") == "gzip"
                 self.prepared &= "Content-Length" in response.headers and "ETag" in response.headers
-                return self.read_rows(what, response)
+                rows = self.read_rows(what, response)
+                self.largest_body = max(self.largest_body, response.raw.tell())
+                return rows
 
     def read_rows(self, what, response: requests.Response) -> list:
         response.raw.decode_content = True
         rows = []
         chunks = pandas.read_csv(response.raw, chunksize=CHUNK_ROWS, dtype=str, keep_default_na=False)
-        for chunk in chunks:
+        for number, chunk in enumerate(chunks):
             if list(chunk.columns) != FIELDS:
                 sys.exit(f"{what}: the header is {list(chunk.columns)}, not the fields asked for")
             rows.extend(chunk.itertuples(index=False, name=None))
-            if self.pause > 0:
-                # Inserting the chunk into a database.
-                time.sleep(self.pause)
+            if number == 0 and self.first_pause > 0:
+                self.read_before_pause = max(self.read_before_pause, response.raw.tell())
+                time.sleep(self.first_pause)
+            # Inserting the chunk into a database.
+            time.sleep(self.pause)
         return rows
 
 
@@ -211,22 +223,31 @@ def expected_day(connection, root: str, app: int, day: datetime.date) -> list:
 
 
 def main() -> None:
-    base, token, root = sys.argv[1], sys.argv[2], sys.argv[3]
-    app, first, days = int(sys.argv[4]), datetime.date.fromisoformat(sys.argv[5]), int(sys.argv[6])
-    pause = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
-    loader = Loader(base, token, app, pause)
+    parser = argparse.ArgumentParser(description="A loader of the original API's errors.")
+    parser.add_argument("base")
+    parser.add_argument("token")
+    parser.add_argument("root")
+    parser.add_argument("app", type=int)
+    parser.add_argument("first", type=datetime.date.fromisoformat)
+    parser.add_argument("days", type=int)
+    parser.add_argument("pause", type=float, nargs="?", default=0.0)
+    parser.add_argument("--first-pause", type=float, default=0.0)
+    parser.add_argument("--identity", action="store_true")
+    args = parser.parse_args()
+    encoding = "identity" if args.identity else "gzip"
+    loader = Loader(args.base, args.token, args.app, args.pause, args.first_pause, encoding)
     connection = duckdb.connect()
     total = 0
-    for offset in range(days):
-        day = first + datetime.timedelta(days=offset)
+    for offset in range(args.days):
+        day = args.first + datetime.timedelta(days=offset)
         got = loader.download_day(day)
-        expected = expected_day(connection, root, app, day)
+        expected = expected_day(connection, args.root, args.app, day)
         if sorted(got) != sorted(tuple(row) for row in expected):
             missing = len(set(expected) - set(got))
             sys.exit(f"{day}: downloaded {len(got)} rows, DuckDB computes {len(expected)} ({missing} missing)")
         total += len(got)
     report = {
-        "days": days,
+        "days": args.days,
         "requests": loader.requests,
         "accepted": loader.accepted,
         "parts": loader.parts,
@@ -234,6 +255,8 @@ def main() -> None:
         "rows": total,
         "gzip": loader.gzip,
         "prepared": loader.prepared,
+        "largest_body": loader.largest_body,
+        "read_before_pause": loader.read_before_pause,
     }
     print(json.dumps(report))
 
