@@ -144,8 +144,9 @@ fn a_loader_of_the_original_api_downloads_14_days_exactly_as_duckdb_computes() {
     assert_eq!(rows, days_records(data.path(), 14), "{report}");
 }
 
-/// The same loader against prepared exports (`--prepare always`): it repeats each request on
-/// 202 after `Retry-After`, and splits the one day larger than `--prepared-max-size` 1040KiB
+/// The same loader against prepared exports (`--prepare always`, with `--prepared-wait 0s` so
+/// that every first request is answered 202): it repeats each request on 202 after
+/// `Retry-After`, and splits the one day larger than `--prepared-max-size` 1040KiB
 /// (1,064,960 bytes: the 1st, 1,076,480 bytes of CSV; the next largest day has 1,055,063) into
 /// two parts of about 540 KB. It pauses 0.5 s after each chunk of 500 rows, as a loader that
 /// inserts each chunk before reading the next. (With these days, each gzipped body of 110 to
@@ -167,6 +168,8 @@ fn a_loader_downloads_14_days_through_prepared_exports_with_pauses_and_parts() {
         "always",
         "--prepared-retry-after",
         "1s",
+        "--prepared-wait",
+        "0s",
         "--prepared-max-size",
         "1040KiB",
         "--write-timeout",
