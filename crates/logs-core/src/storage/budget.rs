@@ -12,13 +12,16 @@
 //! counts the bytes it has fetched for the row group it is reading, and gives them back when
 //! it fetches for another row group or is dropped. A fetch that would take the bytes held by
 //! all readers past the limit waits until others give theirs back, unless
-//! - no other reader holds any: a row group larger than the limit is read alone, not never;
+//! - no other reader holds any: a row group larger than the limit is read alone rather than
+//!   never;
 //! - or every other reader that holds bytes is waiting too, and this one holds bytes and
 //!   started waiting first: a reader waits only for readers that can go on, so the scan never
 //!   stalls (bytes are given back only by a reader's progress).
 //!
 //! The limit is on what the reader asks for; the pages the scan reads ahead over a store
-//! (`read_ahead.rs`, at most 8 MiB per row group) and the decoded batches come on top.
+//! (`read_ahead.rs`, at most 8 MiB per row group) and the decoded batches come on top. The
+//! scan's metrics (`--explain`) show the most bytes held at once, `fetched_bytes_held_peak`,
+//! and the reads that waited, `row_group_reads_waited`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
