@@ -229,29 +229,35 @@ def ensure_datasets(args):
     arrival = main + "-arrival"
     if not os.path.isdir(os.path.join(arrival, f"application_id={APP}")):
         write_arrival_order(args, arrival)
-    return {"main": main, "pyarrow": other, "arrival": arrival}
+    onegroup = main + "-onegroup"
+    if not os.path.isdir(os.path.join(onegroup, f"application_id={APP}")):
+        write_arrival_order(args, onegroup, days=7, row_group_size=None)
+    return {"main": main, "pyarrow": other, "arrival": arrival, "onegroup": onegroup}
 
 
-def write_arrival_order(args, arrival):
+def write_arrival_order(args, arrival, days=30, row_group_size=131_072):
     """The same rows as written by another tool's pipeline in the order they arrived: each date
     folder's rows (its late arrivals included) in one file, in `error_timestamp` order, written
-    by pyarrow with row groups of 131 072 rows, 1 MiB pages, dictionary encoding, zstd and
-    statistics, and no page index or bloom filters."""
+    by pyarrow with row groups of `row_group_size` rows (None: the whole file in one row group),
+    1 MiB pages, dictionary encoding, zstd and statistics, and no page index or bloom filters.
+    The rows are generated over `days` days."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     source = arrival + ".source"
     staging = arrival + ".tmp"
     for folder in (source, staging):
         shutil.rmtree(folder, ignore_errors=True)
-    subprocess.run([args.logs, "generate", "--out", source, "--rows", str(args.rows),
+    subprocess.run([args.logs, "generate", "--out", source, "--rows", str(args.rows), "--days", str(days),
                     "--sort-by", "error_timestamp"], check=True)
     for folder in sorted(glob.glob(os.path.join(source, "*", "date=*"))):
         table = pa.concat_tables(pq.read_table(p) for p in sorted(glob.glob(os.path.join(folder, "*.parquet"))))
         table = table.sort_by("error_timestamp")
         target = os.path.join(staging, os.path.relpath(folder, source), "part-0.parquet")
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        pq.write_table(table, target, row_group_size=131_072, data_page_size=1 << 20, use_dictionary=True,
-                       compression="zstd", write_statistics=True, write_page_index=False)
+        pq.write_table(table, target, row_group_size=row_group_size or max(table.num_rows, 1),
+                       data_page_size=1 << 20, use_dictionary=True, compression="zstd", write_statistics=True,
+                       write_page_index=False)
+        del table
     shutil.rmtree(source)
     os.rename(staging, arrival)
 
@@ -396,7 +402,7 @@ BUCKET_QUERIES = "q1,q2,q3,q4,q5"
 # Ours / the fastest peer, reading through the delaying proxy; the other queries are printed
 # without a target.
 BUCKET_TARGETS = {"q1": 0.8, "q4": 0.5}
-FOLDER_QUERIES = "q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a"
+FOLDER_QUERIES = "q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a,q1g,q5g"
 
 
 def http_status(port, method, path):
@@ -649,6 +655,10 @@ def main():
         "q3a": Query("q3 narrow csv 30d (arrival)", NARROW, 30, dataset="arrival", target=0.7),
         "q4a": Query("q4 point csv (arrival)", ALL, 30, filters=point, dataset="arrival", target=0.8),
         "q5a": Query("q5 wide csv receive (arr.)", WIDE, 7, dimension="receive", dataset="arrival", target=0.7),
+        # Peak memory on large files of one row group each (a day of 7 in each file): no time
+        # target, only the bound on peak RSS and the same rows.
+        "q1g": Query("q1 wide csv 7d (one group)", WIDE, 7, dataset="onegroup", target=None),
+        "q5g": Query("q5 wide csv recv (1 group)", WIDE, 7, dimension="receive", dataset="onegroup", target=None),
     }
     tools = args.tools.split(",")
     wanted = args.queries.split(",")
@@ -792,7 +802,15 @@ def summary(results, floor, extra):
         print(f"  {'q1 x10 rows: peak RSS':<26} {large:.0f} MiB vs {small:.0f} MiB for q1 (target: <= 256 and "
               f"within 25%: the same export peaks ±12% from run to run)  {'MET' if ok else 'NOT MET'}")
     for key, (q, measured, digests) in results.items():
-        if "logs" not in measured or len(measured) < 2:
+        if "logs" not in measured:
+            continue
+        if len(measured) < 2:
+            # No peer ran: only our bound on peak RSS.
+            peak = max(r[2] for r in measured["logs"])
+            ok = peak <= 256
+            ok_all &= ok
+            print(f"  {q.name:<26} ours {median(measured['logs'], 0):6.2f} s (no peer ran); peak {peak:.0f} MiB "
+                  f"(<= 256)  {'MET' if ok else 'NOT MET'}")
             continue
         ours = median(measured["logs"], 0)
         peers = {t: median(r, 0) for t, r in measured.items() if t != "logs"}

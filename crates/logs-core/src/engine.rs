@@ -45,6 +45,12 @@ pub struct EngineConfig {
     pub batch_size: usize,
     /// Bytes the query engine's memory pool may hand out across all running exports.
     pub memory_limit: usize,
+    /// Bytes of Parquet pages the scan of one export holds fetched at once, across the files
+    /// it reads at once: a read of a row group's pages that would pass it waits until the
+    /// other files' row groups are done. The Parquet reader fetches a row group's pages whole
+    /// before decoding it, so a row group larger than this is read alone, not split
+    /// (docs/decisions.md, "Pages held fetched: a budget per export").
+    pub fetched_bytes_limit: usize,
     /// The largest `limit` a request may ask for, and the limit of a request that gives none.
     /// `None`: no maximum.
     pub max_limit: Option<u64>,
@@ -66,6 +72,7 @@ impl Default for EngineConfig {
             target_partitions: 0,
             batch_size: 8192,
             memory_limit: 512 * 1024 * 1024,
+            fetched_bytes_limit: 96 * 1024 * 1024,
             max_limit: None,
             pushdown_filters: true,
             metadata_cache_limit: 50 * 1024 * 1024,
@@ -101,6 +108,7 @@ pub struct Engine {
     ctx: SessionContext,
     policy: RequestPolicy,
     parquet_options: TableParquetOptions,
+    fetched_bytes_limit: u64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -179,6 +187,7 @@ impl Engine {
             ctx: SessionContext::new_with_config_rt(session, runtime),
             policy: RequestPolicy { max_limit: config.max_limit, aliases: config.aliases },
             parquet_options,
+            fetched_bytes_limit: u64::try_from(config.fetched_bytes_limit).unwrap_or(u64::MAX),
         })
     }
 
@@ -257,7 +266,14 @@ impl Engine {
             file_schema_copying_texts()
         };
         let options = self.parquet_options.clone();
-        self.storage.table(schema, &selection.files, options, Arc::clone(requests), Arc::clone(progress))
+        self.storage.table(
+            schema,
+            &selection.files,
+            options,
+            Arc::clone(requests),
+            Arc::clone(progress),
+            self.fetched_bytes_limit,
+        )
     }
 }
 

@@ -17,13 +17,14 @@
 //! up to [`KEPT_FOR_SCAN`] per export.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::basic::{ConvertedType, LogicalType};
-use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use datafusion::parquet::file::statistics::Statistics;
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
@@ -59,6 +60,9 @@ pub struct SelectedFile {
     pub all_in_range: bool,
     /// Bytes of the file read with its footer that the scan will need (`footer::kept_for_scan`).
     pub(crate) prefetched: Prefetched,
+    /// The bytes of each row group's column chunks, from the first chunk's start to the last
+    /// one's end (`budget.rs` counts a reader's fetches by row group).
+    pub(crate) row_group_spans: Arc<[Range<u64>]>,
 }
 
 /// A file an export could not read and, as asked by `skip_unavailable_shards`, left out.
@@ -325,6 +329,7 @@ impl Storage {
             }
             let row_groups = footer.num_row_groups();
             let all_in_range = overlap == RangeOverlap::All;
+            let row_group_spans = footer.row_groups().iter().filter_map(row_group_span).collect();
             Ok(Some(SelectedFile {
                 name: file.name().to_owned(),
                 object: file.meta().clone(),
@@ -332,6 +337,7 @@ impl Storage {
                 row_groups,
                 all_in_range,
                 prefetched,
+                row_group_spans,
             }))
         };
         match read.await {
@@ -340,6 +346,15 @@ impl Storage {
             Ok(Some(selected)) => FooterCheck::Keep(selected),
         }
     }
+}
+
+/// The bytes of `row_group`'s column chunks, from the first one's start to the last one's end.
+fn row_group_span(row_group: &RowGroupMetaData) -> Option<Range<u64>> {
+    let chunks = row_group.columns().iter().map(|column| {
+        let (start, length) = column.byte_range();
+        start..start.saturating_add(length)
+    });
+    chunks.reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
 }
 
 /// What one export's scan may keep, in all, of the bytes read with its footers.

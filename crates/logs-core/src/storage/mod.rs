@@ -13,11 +13,13 @@
 //!   row group, and the pages of other text columns rewritten to be decompressed only that far;
 //! - `object.rs`: conditional, coalesced, concurrent and counted reads of one object;
 //! - `reader.rs` and `table.rs`: the scan's reader and table;
+//! - `budget.rs`: a bound on the pages the readers of one export hold fetched at once;
 //! - `local.rs`: what only a local folder does (strict listing; reads without thread hand-offs).
 //!
 //! Every path works over any `object_store::ObjectStore`; an S3 bucket is one, and an embedder
 //! may hand in another ([`Storage::from_store`]).
 
+mod budget;
 mod catalog;
 mod footer;
 mod local;
@@ -197,7 +199,8 @@ impl Storage {
     }
 
     /// The table an export of `files` scans, with `schema`; its reads are counted in `counts`
-    /// and `progress`.
+    /// and `progress`, and its readers hold about `fetched_limit` bytes fetched at once at most
+    /// (`budget.rs`).
     pub(crate) fn table(
         &self,
         schema: SchemaRef,
@@ -205,9 +208,10 @@ impl Storage {
         options: TableParquetOptions,
         counts: Arc<RequestCounts>,
         progress: Arc<ScanProgress>,
+        fetched_limit: u64,
     ) -> Arc<SelectedFiles> {
         let cache = Arc::clone(&self.metadata_cache);
-        let readers = ScanReaders::new(self.backend.clone(), files, cache, counts, progress);
+        let readers = ScanReaders::new(self.backend.clone(), files, cache, counts, progress, fetched_limit);
         Arc::new(SelectedFiles::new(schema, files.to_vec(), options, self.url.clone(), readers))
     }
 

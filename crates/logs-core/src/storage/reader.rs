@@ -21,6 +21,9 @@
 //! the export has equality filters on texts, the reader works out which rows of a row group
 //! they select (`selection.rs`) and hands back each page of another text column it can rewrite
 //! as one holding only those rows' values (`partial_page.rs`).
+//!
+//! The pages the readers of one export hold fetched at once are bounded (`budget.rs`): a read
+//! of a row group's pages waits while the other readers hold too many.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -42,6 +45,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::path::Path as ObjectPath;
 
+use crate::storage::budget::{BudgetShare, FetchBudget};
 use crate::storage::catalog::SelectedFile;
 use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
@@ -89,18 +93,24 @@ pub(crate) struct ScanReaders {
     /// The export's equality filters on texts, if any: the pages of other text columns are
     /// then decompressed only as far as the rows they select (`partial_page.rs`).
     filters: Option<TextFilters>,
+    /// The bytes the export's readers may hold fetched at once (`budget.rs`).
+    budget: Arc<FetchBudget>,
 }
 
 impl ScanReaders {
+    /// The readers of an export of `files`, whose readers hold at most about `fetched_limit`
+    /// bytes fetched at once (`budget.rs`).
     pub(crate) fn new(
         backend: Backend,
         files: &[SelectedFile],
         metadata_cache: Arc<FileMetadataCache>,
         counts: Arc<RequestCounts>,
         progress: Arc<ScanProgress>,
+        fetched_limit: u64,
     ) -> ScanReaders {
         let files = Arc::new(files.iter().map(|f| (f.object.location.clone(), f.clone())).collect());
-        ScanReaders { backend, files, metadata_cache, counts, progress, columns: None, filters: None }
+        let budget = FetchBudget::new(fetched_limit);
+        ScanReaders { backend, files, metadata_cache, counts, progress, columns: None, filters: None, budget }
     }
 
     /// These readers, for a scan that reads the columns named in `columns`.
@@ -149,9 +159,12 @@ impl ParquetFileReaderFactory for ScanReaders {
                 .counter("pages_decompressed_partially", partition_index);
             PartialPages::new(filters, rewritten)
         });
+        let budget = self.budget.share(metrics);
         let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
         Ok(Box::new(ScanReader {
             object,
+            budget,
+            row_groups: Arc::clone(&selected.row_group_spans),
             metrics,
             dictionaries_skipped,
             pages_read_ahead,
@@ -171,6 +184,10 @@ impl ParquetFileReaderFactory for ScanReaders {
 #[derive(Debug)]
 pub(crate) struct ScanReader {
     object: ObjectFile,
+    /// This reader's share of the bytes the export may hold fetched.
+    budget: BudgetShare,
+    /// The bytes of each row group's column chunks (`SelectedFile::row_group_spans`).
+    row_groups: Arc<[Range<u64>]>,
     metrics: ParquetFileMetrics,
     /// Dictionary pages replaced by an empty one (see the module documentation).
     dictionaries_skipped: Count,
@@ -217,6 +234,10 @@ impl ScanReader {
     /// needs.
     async fn read_ranges(&mut self, ranges: &[Range<u64>]) -> ParquetResult<Vec<Bytes>> {
         self.read_pages = true;
+        if let Some(row_group) = ranges.first().and_then(|r| self.row_group_at(r.start)) {
+            let bytes = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+            self.budget.acquire(row_group, bytes).await;
+        }
         let dictionaries = self.dictionary_ranges(ranges);
         // Over an object store every request costs a round trip, and a dictionary page sits
         // right before its chunk's data pages: it is fetched in the same GET, and only its
@@ -315,6 +336,11 @@ impl ScanReader {
             return HashSet::new();
         };
         indices.iter().copied().filter(|&i| partial.may_rewrite(&footer, &ranges[i])).collect()
+    }
+
+    /// The row group whose column chunks hold the byte at `offset`, if any.
+    fn row_group_at(&self, offset: u64) -> Option<usize> {
+        self.row_groups.iter().position(|span| span.contains(&offset))
     }
 
     /// The footer of the file: the one the scan asked this reader for, or the cached one (the

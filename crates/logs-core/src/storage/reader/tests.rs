@@ -10,9 +10,12 @@ fn reader(path: &std::path::Path) -> ScanReader {
 pub(super) fn reader_of(object: ObjectFile) -> ScanReader {
     let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
     let metrics = ExecutionPlanMetricsSet::new();
+    let budget = FetchBudget::new(u64::MAX).share(&metrics);
     let metrics = ParquetFileMetrics::new(0, "f", &metrics);
     ScanReader {
         object,
+        budget,
+        row_groups: Arc::from([]),
         metrics,
         dictionaries_skipped: Count::new(),
         pages_read_ahead: Count::new(),
