@@ -221,20 +221,29 @@ async fn a_client_that_goes_away_cancels_the_query() {
     server.stop().await;
 }
 
+/// The large export as CSV, encoded without the server (more than 40 MB).
+async fn large_csv() -> Vec<u8> {
+    let csv = encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY).await;
+    assert!(csv.len() > 40_000_000, "the export is large: {}", csv.len());
+    csv
+}
+
+/// A client of the large export that has read its first 100 KB and reads no more for now.
+async fn stalled_client(server: &TestServer) -> RawClient {
+    let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
+    let mut raw = RawClient::get(server.addr, &target, READER).await;
+    raw.read_at_least(100_000).await;
+    raw
+}
+
 /// With spilling off, a client that stops reading holds its query, in bounded memory.
 #[tokio::test]
 async fn a_stalled_client_holds_bounded_memory_and_then_gets_everything() {
     let settings = Settings { chunk_queue: 2, max_spill_bytes: 0, ..Settings::default() };
     let server = start(large_dataset(), settings, one_partition()).await;
     let metrics = server.state.metrics().clone();
-    let total = encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY)
-        .await
-        .len() as u64;
-    assert!(total > 40_000_000, "the export is large: {total}");
-
-    let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
-    let mut raw = RawClient::get(server.addr, &target, READER).await;
-    raw.read_at_least(100_000).await;
+    let total = large_csv().await.len() as u64;
+    let mut raw = stalled_client(&server).await;
     // Stop reading; wait until the producer stops too (its byte count no longer moves).
     let mut last = 0;
     let mut steady = 0;
@@ -283,14 +292,9 @@ async fn a_stalled_client_is_waited_for_with_the_rest_spilled_and_gets_everythin
         AppState::new(engine(large_dataset(), one_partition()), token_auth(), settings).await.unwrap();
     let server = TestServer::start(state, options).await;
     let metrics = server.state.metrics().clone();
-    let total = encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY)
-        .await
-        .len() as u64;
-    assert!(total > 40_000_000, "the export is large: {total}");
-
-    let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
-    let mut raw = RawClient::get(server.addr, &target, READER).await;
-    raw.read_at_least(100_000).await;
+    let expected = large_csv().await;
+    let total = expected.len() as u64;
+    let mut raw = stalled_client(&server).await;
     // The client reads nothing for ten times the write timeout; meanwhile the whole export is
     // encoded, into the queue and the spill, and the permit comes back.
     eventually("the whole export is encoded", || metrics.exports().bytes >= total).await;
@@ -308,10 +312,7 @@ async fn a_stalled_client_is_waited_for_with_the_rest_spilled_and_gets_everythin
     raw.read_to_end().await.unwrap();
     let body = dechunk(&raw.received).expect("a complete chunked body");
     assert_eq!(body.len() as u64, total);
-    assert_eq!(
-        body,
-        encode_directly(&engine(large_dataset(), one_partition()), Format::Csv, LARGE_QUERY).await
-    );
+    assert_eq!(body, expected);
     eventually("the export completes", || metrics.exports().completed == 1).await;
     eventually("the spill is given back", || spilled_bytes(&server.state) == 0).await;
     server.stop().await;
