@@ -39,6 +39,8 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
         "always",
         "--prepared-retry-after",
         "1s",
+        "--prepared-wait",
+        "0s",
         // Renewed every 2 s: a renewal late by seconds on a loaded machine does not lose it.
         "--spool-lease-ttl",
         "6s",
@@ -107,9 +109,19 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     assert!(body == expected, "{} bytes prepared, {} from logs export", body.len(), expected.len());
 }
 
-/// `logs serve`'s flags for a spool in moto's bucket `spool`, every export prepared.
-const BUCKET_SPOOL: [&str; 6] =
-    ["--spool", "s3://spool/prepared", "--prepare", "always", "--prepared-retry-after", "1s"];
+/// `logs serve`'s flags for a spool in moto's bucket `spool`, every export prepared and every
+/// first request answered 202 (no `--prepared-wait`): the jobs and leases are what these tests
+/// look at.
+const BUCKET_SPOOL: [&str; 8] = [
+    "--spool",
+    "s3://spool/prepared",
+    "--prepare",
+    "always",
+    "--prepared-retry-after",
+    "1s",
+    "--prepared-wait",
+    "0s",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restart() {

@@ -534,6 +534,9 @@ async fn a_loader_downloads_14_days_through_the_balancer_while_a_replica_is_kill
         "always",
         "--prepared-retry-after",
         "1s",
+        // Every first request answered 202, as the loader's repeats are part of the test.
+        "--prepared-wait",
+        "0s",
         "--prepared-max-size",
         "1040KiB",
         "--spool-lease-ttl",
