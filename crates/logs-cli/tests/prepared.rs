@@ -216,6 +216,42 @@ fn two_replicas(data: &Path, s3: &S3Server, ttl: &str, logs: &Path) -> (Served, 
     (replica("a.log"), replica("b.log"))
 }
 
+/// A replica asked for an export that another replica prepares waits for it
+/// (`--prepared-wait`), looking for it in the spool, and answers 200 with that replica's export
+/// once it is there: no 202, and no second job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_asked_for_an_export_another_prepares_waits_for_it_and_serves_it() {
+    let data = one_large_day();
+    let s3 = S3Server::start();
+    s3.create_bucket("spool");
+    let logs = tempfile::tempdir().unwrap();
+    let replica = |name: &str, flags: &[&str]| {
+        let log = std::fs::File::create(logs.path().join(name)).unwrap();
+        serve_env(data.path().as_os_str(), flags, std::process::Stdio::from(log), &s3.env())
+    };
+    // A answers 202 at once; B waits up to a minute.
+    let a = replica("a.log", &BUCKET_SPOOL);
+    let b = replica("b.log", &[&BUCKET_SPOOL[..6], &["--prepared-wait", "60s"]].concat());
+    logs_server::install_tls_provider();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let target =
+        "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error";
+    let get = |served: &Served| {
+        client
+            .get(format!("{}/logs/v1/export/{target}", served.base))
+            .header("Authorization", format!("OAuth {}", served.token))
+            .send()
+    };
+    assert_eq!(get(&a).await.unwrap().status(), 202);
+    let waited = get(&b).await.unwrap();
+    assert_eq!(waited.status(), 200);
+    assert!(waited.bytes().await.unwrap() == export(data.path(), target));
+    let b_log = std::fs::read_to_string(logs.path().join("b.log")).unwrap();
+    assert!(!b_log.contains("preparing an export"), "B prepared it too:\n{b_log}");
+    let a_log = std::fs::read_to_string(logs.path().join("a.log")).unwrap();
+    assert_eq!(a_log.matches("preparing an export").count(), 1, "{a_log}");
+}
+
 fn bucket_keys(s3: &S3Server) -> Vec<String> {
     let mut keys = s3.keys("spool", "prepared/");
     keys.sort();
