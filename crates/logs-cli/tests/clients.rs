@@ -164,12 +164,6 @@ fn a_loader_downloads_14_days_through_prepared_exports_with_pauses_and_parts() {
         &original_api_aliases(),
         "--spool",
         &spool_path,
-        "--prepare",
-        "always",
-        "--prepared-retry-after",
-        "1s",
-        "--prepared-wait",
-        "0s",
         "--prepared-max-size",
         "1040KiB",
         "--write-timeout",
@@ -177,6 +171,7 @@ fn a_loader_downloads_14_days_through_prepared_exports_with_pauses_and_parts() {
         "--download-write-timeout",
         "60s",
     ];
+    let flags = [&flags[..], &PREPARE_ALWAYS_AT_ONCE].concat();
     let served = serve_with(data.path(), &flags, Stdio::null());
     let root = data.path().display().to_string();
     let args = [served.base.as_str(), &served.token, &root, "1001", "2026-10-01", "14", "0.5"];

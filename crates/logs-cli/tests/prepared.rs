@@ -32,19 +32,9 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     let data = one_large_day();
     let spool = tempfile::tempdir().unwrap();
     let spool_arg = spool.path().display().to_string();
-    let flags = [
-        "--spool",
-        &spool_arg,
-        "--prepare",
-        "always",
-        "--prepared-retry-after",
-        "1s",
-        "--prepared-wait",
-        "0s",
-        // Renewed every 2 s: a renewal late by seconds on a loaded machine does not lose it.
-        "--spool-lease-ttl",
-        "6s",
-    ];
+    // Renewed every 2 s: a renewal late by seconds on a loaded machine does not lose it.
+    let lease = ["--spool", &spool_arg, "--spool-lease-ttl", "6s"];
+    let flags = [&PREPARE_ALWAYS_AT_ONCE[..], &lease].concat();
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
 
@@ -110,18 +100,10 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
 }
 
 /// `logs serve`'s flags for a spool in moto's bucket `spool`, every export prepared and every
-/// first request answered 202 (no `--prepared-wait`): the jobs and leases are what these tests
-/// look at.
-const BUCKET_SPOOL: [&str; 8] = [
-    "--spool",
-    "s3://spool/prepared",
-    "--prepare",
-    "always",
-    "--prepared-retry-after",
-    "1s",
-    "--prepared-wait",
-    "0s",
-];
+/// first request answered 202 at once: the jobs and leases are what these tests look at.
+fn bucket_spool() -> Vec<&'static str> {
+    [&["--spool", "s3://spool/prepared"][..], &PREPARE_ALWAYS_AT_ONCE].concat()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restart() {
@@ -129,7 +111,7 @@ async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restar
     s3.create_bucket("spool");
     let env = s3.env();
     let data = testdata();
-    let flags = BUCKET_SPOOL;
+    let flags = bucket_spool();
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
     let target = "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-14&fields=error_id,error,os_name";
@@ -186,7 +168,7 @@ async fn a_spool_in_a_bucket_takes_an_export_in_parts_and_a_failed_job_leaves_no
     let larger = format!("{large},error_name,device_model,os_version");
     assert!(export(data.path(), &larger).len() > expected.len());
     let max = expected.len().to_string();
-    let flags = [&BUCKET_SPOOL[..], &["--prepared-max-size", &max]].concat();
+    let flags = [&bucket_spool()[..], &["--prepared-max-size", &max]].concat();
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
     let served = serve_env(data.path().as_os_str(), &flags, std::process::Stdio::null(), &s3.env());
@@ -208,7 +190,7 @@ async fn a_spool_in_a_bucket_takes_an_export_in_parts_and_a_failed_job_leaves_no
 /// Replicas A and B of `logs serve` over `data`, sharing a spool in moto's bucket `spool` with
 /// leases of `ttl`, logging to `a.log` and `b.log` in `logs`.
 fn two_replicas(data: &Path, s3: &S3Server, ttl: &str, logs: &Path) -> (Served, Served) {
-    let flags = [&BUCKET_SPOOL[..], &["--spool-lease-ttl", ttl]].concat();
+    let flags = [&bucket_spool()[..], &["--spool-lease-ttl", ttl]].concat();
     let replica = |name: &str| {
         let log = std::fs::File::create(logs.join(name)).unwrap();
         serve_env(data.as_os_str(), &flags, std::process::Stdio::from(log), &s3.env())
@@ -230,8 +212,11 @@ async fn a_replica_asked_for_an_export_another_prepares_waits_for_it_and_serves_
         serve_env(data.path().as_os_str(), flags, std::process::Stdio::from(log), &s3.env())
     };
     // A answers 202 at once; B waits up to a minute.
-    let a = replica("a.log", &BUCKET_SPOOL);
-    let b = replica("b.log", &[&BUCKET_SPOOL[..6], &["--prepared-wait", "60s"]].concat());
+    let a = replica("a.log", &bucket_spool());
+    let b = replica(
+        "b.log",
+        &["--spool", "s3://spool/prepared", "--prepare", "always", "--prepared-wait", "60s"],
+    );
     logs_server::install_tls_provider();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
     let target =

@@ -527,21 +527,9 @@ async fn a_loader_downloads_14_days_through_the_balancer_while_a_replica_is_kill
     let data = generated(12_000, 14);
     let folder = tempfile::tempdir().unwrap();
     let aliases = original_api_aliases();
-    let flags = [
-        "--field-aliases",
-        &aliases,
-        "--prepare",
-        "always",
-        "--prepared-retry-after",
-        "1s",
-        // Every first request answered 202, as the loader's repeats are part of the test.
-        "--prepared-wait",
-        "0s",
-        "--prepared-max-size",
-        "1040KiB",
-        "--spool-lease-ttl",
-        "10s",
-    ];
+    let flags = ["--field-aliases", &aliases, "--prepared-max-size", "1040KiB", "--spool-lease-ttl", "10s"];
+    // Every first request answered 202, as the loader's repeats are part of the test.
+    let flags = [&flags[..], &PREPARE_ALWAYS_AT_ONCE].concat();
     let mut cluster = cluster(data.path(), folder.path(), &flags);
     let client = client();
     let token = cluster.tokens()[0].1.clone();

@@ -13,6 +13,12 @@ use std::time::Duration;
 
 pub const LOGS: &str = env!("CARGO_BIN_EXE_logs");
 
+/// `logs serve`'s flags (with a spool) for tests of prepared jobs, leases and a client's
+/// repeats: every export prepared, every first request answered 202 at once (no
+/// `--prepared-wait`), `Retry-After: 1` until the job's remaining time can be estimated.
+pub const PREPARE_ALWAYS_AT_ONCE: [&str; 6] =
+    ["--prepare", "always", "--prepared-retry-after", "1s", "--prepared-wait", "0s"];
+
 /// The bundled dataset, `testdata/dataset`.
 pub fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dataset")
