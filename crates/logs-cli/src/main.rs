@@ -29,16 +29,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals, unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-pub static malloc_conf: MallocConf = MallocConf(c"narenas:1,thp:always".as_ptr());
+pub static malloc_conf: &[u8; MALLOC_CONF.len()] = MALLOC_CONF;
 
-/// A C string pointer, as jemalloc reads `malloc_conf`.
-#[derive(Debug)]
-#[repr(transparent)]
-pub struct MallocConf(*const std::ffi::c_char);
-
-// SAFETY: it points to a string literal, which is immutable and lives as long as the program.
-#[allow(unsafe_code)]
-unsafe impl Sync for MallocConf {}
+/// The settings as the C string jemalloc reads through `malloc_conf`: a reference to a sized
+/// array is one pointer, as C's `const char *` is, and immutable, so the static needs no
+/// `unsafe impl Sync`.
+#[cfg(not(target_env = "msvc"))]
+const MALLOC_CONF: &[u8; 21] = b"narenas:1,thp:always\0";
 
 #[derive(Debug, Parser)]
 #[command(

@@ -390,3 +390,15 @@ fn generate_refuses_a_non_empty_folder() {
     let output = logs().args(["generate", "--rows", "10", "--out"]).arg(dir.path()).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+/// jemalloc reads the settings the binary compiles in (`malloc_conf` in main.rs): its statistics,
+/// printed at exit when the environment asks for them, show one arena.
+#[cfg(not(target_env = "msvc"))]
+#[test]
+fn the_allocator_runs_with_the_compiled_in_settings() {
+    let output = logs().arg("--version").env("_RJEM_MALLOC_CONF", "stats_print:true").output().unwrap();
+    assert!(output.status.success());
+    let stats = String::from_utf8_lossy(&output.stderr);
+    assert!(stats.contains("opt.narenas: 1\n"), "{stats}");
+    assert!(stats.contains("opt.thp: \"always\"\n"), "{stats}");
+}
