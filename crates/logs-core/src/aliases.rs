@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::error::{Error, quote};
-use crate::request::PARAMETERS;
+use crate::query::PARAMETERS;
 use crate::schema::{Field, FieldType};
 
 /// What a column of the output is made of.

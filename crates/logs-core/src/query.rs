@@ -8,6 +8,20 @@ use percent_encoding::percent_decode;
 
 use crate::error::{RequestError, quote};
 
+/// The names of the request's parameters other than the field filters.
+pub(crate) const PARAMETERS: [&str; 10] = [
+    "application_id",
+    "date_since",
+    "date_until",
+    "fields",
+    "date_dimension",
+    "limit",
+    "use_utf8_bom",
+    "skip_unavailable_shards",
+    "parts_count",
+    "part_number",
+];
+
 /// The decoded `name=value` pairs of a query string, in their original order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryPairs {

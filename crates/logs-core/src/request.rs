@@ -8,7 +8,7 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
 use crate::aliases::{ColumnSource, FieldAliases};
 use crate::error::{RequestError, quote};
-use crate::query::QueryPairs;
+use crate::query::{PARAMETERS, QueryPairs};
 use crate::schema::{Field, FieldType};
 
 /// Which time the date range applies to (`date_dimension`).
@@ -94,20 +94,6 @@ pub struct ExportRequest {
     skip_unavailable_shards: bool,
     parts: Option<Parts>,
 }
-
-/// The names of the request's parameters other than the field filters.
-pub(crate) const PARAMETERS: [&str; 10] = [
-    "application_id",
-    "date_since",
-    "date_until",
-    "fields",
-    "date_dimension",
-    "limit",
-    "use_utf8_bom",
-    "skip_unavailable_shards",
-    "parts_count",
-    "part_number",
-];
 
 impl ExportRequest {
     /// Parses and validates a raw query string such as
@@ -235,24 +221,34 @@ fn required<'a>(pairs: &'a QueryPairs, name: &str) -> Result<&'a str, RequestErr
 
 fn unknown_parameter(name: &str, aliases: &FieldAliases) -> RequestError {
     let mut known: Vec<&str> = PARAMETERS.iter().copied().chain(Field::all().map(Field::name)).collect();
-    known.extend(aliases.iter().map(|(alias, _)| alias));
-    // A suggestion only for names of a plausible length: the distance is quadratic.
-    let suggestion = known
-        .into_iter()
-        .filter(|_| name.len() <= 64)
-        .map(|k| (edit_distance(name, k), k))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
-        .unwrap_or_default();
-    RequestError::new(
-        name,
-        format!(
-            "is not a known parameter{suggestion}; allowed: {} or a field name used as an equality filter ({})",
+    known.extend(
+        aliases.iter().filter(|(_, source)| matches!(source, ColumnSource::Field(_))).map(|(alias, _)| alias),
+    );
+    let message = match closest(name, known) {
+        Some(meant) => format!("is not a known parameter (did you mean `{meant}`?)"),
+        None => format!(
+            "is not a known parameter; allowed: {} or a field name used as an equality filter ({})",
             PARAMETERS.join(", "),
             filter_names(aliases)
         ),
-    )
+    };
+    RequestError::new(name, message)
+}
+
+/// The candidate a misspelt `name` most likely meant: the nearest within two letters added,
+/// dropped or changed, ignoring case (Levenshtein distance, `strsim`). None for a name longer
+/// than any parameter or field could be: the distance's cost grows with the product of lengths.
+fn closest<'a>(name: &str, candidates: Vec<&'a str>) -> Option<&'a str> {
+    if name.len() > 64 {
+        return None;
+    }
+    let name = name.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|candidate| (strsim::levenshtein(&name, &candidate.to_lowercase()), candidate))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, candidate)| candidate)
 }
 
 /// The names a filter may use: every field, then the aliases.
@@ -269,21 +265,6 @@ fn names(aliases: &FieldAliases, include: impl Fn(ColumnSource) -> bool) -> Stri
     let mut names: Vec<&str> = Field::all().map(Field::name).collect();
     names.extend(aliases.iter().filter(|(_, source)| include(*source)).map(|(name, _)| name));
     names.join(",")
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 fn parse_i64(name: &str, value: &str) -> Result<i64, RequestError> {
@@ -362,14 +343,13 @@ fn parse_fields(value: &str, aliases: &FieldAliases) -> Result<Vec<Column>, Requ
             ));
         }
         let source = aliases.resolve(name).ok_or_else(|| {
-            RequestError::new(
-                "fields",
-                format!(
-                    "contains `{}`, which is not a field; allowed: {}",
-                    quote(name),
-                    column_names(aliases)
-                ),
-            )
+            let mut known: Vec<&str> = Field::all().map(Field::name).collect();
+            known.extend(aliases.iter().map(|(alias, _)| alias));
+            let help = match closest(name, known) {
+                Some(meant) => format!("did you mean `{meant}`?"),
+                None => format!("allowed: {}", column_names(aliases)),
+            };
+            RequestError::new("fields", format!("contains `{}`, which is not a field; {help}", quote(name)))
         })?;
         if columns.iter().any(|c| c.name == name) {
             return Err(RequestError::new("fields", format!("names `{}` more than once", quote(name))));
