@@ -1,7 +1,7 @@
 //! Everything fixed about one application for a whole dataset: its names, versions, device
 //! population and error groups.
 
-use crate::crash::{ErrorGroup, build_groups};
+use crate::crash::{AppNames, ErrorGroup, build_groups};
 use crate::options::AppSpec;
 use crate::values::{Os, Population, SplitMix, mix, pow_eighths, sample_cdf};
 use crate::vocab;
@@ -13,21 +13,6 @@ const GROUP_ZIPF_EIGHTHS: u32 = 3;
 /// Device popularity, in eighths: device `n` is chosen as `count * u^1.5`, so a few devices
 /// (crash loops) report many errors and most report a few.
 const DEVICE_SKEW_EIGHTHS: u32 = 12;
-
-/// Names used in the app's packages, code and hosts.
-#[derive(Debug)]
-pub(crate) struct AppNames {
-    /// Module / executable name, e.g. `ShopWave`.
-    pub brand: &'static str,
-    /// Android package and Java package of the app's code, e.g. `com.shopwave.app`.
-    pub java_package: String,
-    /// iOS bundle id, e.g. `com.shopwave.ShopWave`.
-    pub ios_bundle: String,
-    /// Windows package name, e.g. `ShopWaveInc.ShopWave`.
-    pub windows_package: String,
-    /// The app's API host, e.g. `api.shopwave.com`.
-    pub host: String,
-}
 
 #[derive(Debug)]
 pub(crate) struct AppModel {

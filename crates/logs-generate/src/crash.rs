@@ -7,7 +7,6 @@
 
 use std::fmt::Write as _;
 
-use crate::app::AppNames;
 use crate::templates::{
     APPLE_CRASHES, APPLE_TAILS, BAD_INPUTS, CUSTOM_MESSAGES, DOTNET_CRASHES, DOTNET_TAILS, HTTP_CODES,
     JAVA_CRASHES, JAVA_TAILS,
@@ -17,6 +16,21 @@ use crate::vocab::{
     BUTTON_LABELS, CLASS_SUFFIXES, CSHARP_METHODS, CUSTOM_DOMAINS, CUSTOM_SUFFIXES, FEATURES, JAVA_METHODS,
     SWIFT_METHODS, SWIFT_SUFFIXES,
 };
+
+/// Names of the app that its crash texts use: in its packages, code and hosts.
+#[derive(Debug)]
+pub(crate) struct AppNames {
+    /// Module / executable name, e.g. `ShopWave`.
+    pub brand: &'static str,
+    /// Android package and Java package of the app's code, e.g. `com.shopwave.app`.
+    pub java_package: String,
+    /// iOS bundle id, e.g. `com.shopwave.ShopWave`.
+    pub ios_bundle: String,
+    /// Windows package name, e.g. `ShopWaveInc.ShopWave`.
+    pub windows_package: String,
+    /// The app's API host, e.g. `api.shopwave.com`.
+    pub host: String,
+}
 
 /// A group of identical errors: one `error_id`.
 #[derive(Debug)]
