@@ -13,6 +13,7 @@ use utoipa::openapi::{ContentBuilder, Ref};
 use super::{header_of, integer, request_id_header};
 use crate::auth::READ_SCOPE;
 use crate::error::{ApiError, AuthProblem, Problem, REALM};
+use crate::prepared::spool::error::SpoolError;
 use crate::state::Settings;
 
 /// The body of every error answer (see [`crate::error`]).
@@ -264,11 +265,14 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
              ends with `Try to use more parts.`: split the export with `parts_count` and `part_number`.",
         ),
         (
-            ApiError::SpoolFull { retry_after },
+            ApiError::Spool(SpoolError::Full { needed: 1 << 20, retry_after }),
             "The spool of prepared exports is full (`--spool-max-size`) with exports still being prepared.",
         ),
         (
-            ApiError::SpoolUnavailable { detail: String::new(), retry_after },
+            ApiError::Spool(SpoolError::Io {
+                action: "write",
+                source: std::io::ErrorKind::StorageFull.into(),
+            }),
             "The spool of prepared exports cannot be written or read (a full disk, a failing bucket).",
         ),
         (
@@ -294,8 +298,13 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             | ApiError::IdentityProviderUnavailable { .. }
             | ApiError::FirstByteTimeout { .. }
             | ApiError::TooLargeToPrepare { .. }
-            | ApiError::SpoolFull { .. }
-            | ApiError::SpoolUnavailable { .. }
+            | ApiError::Spool(
+                SpoolError::Full { .. }
+                | SpoolError::Store { .. }
+                | SpoolError::Io { .. }
+                | SpoolError::Gzip(_)
+                | SpoolError::Manifest(_),
+            )
             | ApiError::RangeNotSatisfiable { .. }
             | ApiError::Internal(_) => {}
             ApiError::Engine(

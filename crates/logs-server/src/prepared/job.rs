@@ -83,7 +83,7 @@ impl JobRun {
                     return Err(ApiError::TooLargeToPrepare { max_bytes: max }.problem());
                 }
                 let write = writer.write(&prepared.spool, chunk, prepared.config.retry_after);
-                reserved += write.await.map_err(|e| e.problem())?;
+                reserved += write.await.map_err(|e| ApiError::from(e).problem())?;
                 self.progress.bytes.store(writer.plain_bytes(), Ordering::Relaxed);
                 self.progress.rows.store(started.rows.load(Ordering::Relaxed), Ordering::Relaxed);
                 let (covered, total) = started.scan.get();
@@ -119,7 +119,7 @@ impl JobRun {
     }
 
     async fn try_commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
-        let (plain, gzip) = writer.finish().await.map_err(|e| e.problem())?;
+        let (plain, gzip) = writer.finish().await.map_err(|e| ApiError::from(e).problem())?;
         let rows = self.progress.rows.load(Ordering::Relaxed);
         let manifest = Manifest {
             version: spool::MANIFEST_VERSION,
@@ -132,7 +132,7 @@ impl JobRun {
             plain,
             gzip,
         };
-        let standing = self.prepared.spool.commit(manifest).await.map_err(|e| e.problem())?;
+        let standing = self.prepared.spool.commit(manifest).await.map_err(|e| ApiError::from(e).problem())?;
         if standing.job != self.job {
             tracing::info!(
                 key = %self.key,

@@ -35,7 +35,7 @@
 
 mod download;
 mod job;
-mod spool;
+pub(crate) mod spool;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +56,7 @@ use crate::error::{ApiError, Problem};
 use crate::server::WriteStall;
 use crate::state::AppState;
 use job::JobRun;
-use spool::{Claim, JobProgress, ReadError, Spool, random_hex, waiter};
+use spool::{Claim, JobProgress, Spool, random_hex, waiter};
 
 /// How often a request waiting for another process's job looks for its export in the spool.
 const ELSEWHERE_POLL: Duration = Duration::from_millis(250);
@@ -380,18 +380,17 @@ impl Prepared {
         stall: Option<&WriteStall>,
     ) -> Result<Option<Response>, ApiError> {
         let Some(manifest) = self.spool.find(key).await else { return Ok(None) };
-        match download::respond(&self.spool, &manifest, format, headers).await {
-            Ok(response) => {
+        match download::respond(&self.spool, &manifest, format, headers).await? {
+            Some(response) => {
                 if let Some(stall) = stall {
                     stall.allow(self.config.download_write_timeout);
                 }
                 Ok(Some(response))
             }
-            Err(ReadError::Gone) => {
+            None => {
                 self.spool.forget_gone(&manifest).await;
                 Ok(None)
             }
-            Err(ReadError::Failed(e)) => Err(e),
         }
     }
 

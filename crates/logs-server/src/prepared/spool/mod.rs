@@ -34,7 +34,7 @@
 //!
 //! The spool's size is bounded: a job reserves room for each chunk it writes (both copies)
 //! before writing it; when the bound is reached the oldest complete exports are deleted, and
-//! when nothing is left to delete the job fails with 503 `spool_full`.
+//! when nothing is left to delete the job fails with [`SpoolError::Full`].
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -54,12 +54,13 @@ use logs_core::{DatasetLocation, S3Options};
 use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
-use crate::error::ApiError;
 
+pub(crate) mod error;
 mod lease;
 mod waiting;
 mod writer;
 
+pub use error::SpoolError;
 pub use lease::{Claim, JobProgress, Lease};
 pub use waiting::waiter;
 pub use writer::SpoolWriter;
@@ -165,7 +166,7 @@ struct Indexed {
 pub enum ReadError {
     /// It is gone (deleted by another sweep, or by hand).
     Gone,
-    Failed(ApiError),
+    Failed(SpoolError),
 }
 
 impl Spool {
@@ -287,8 +288,8 @@ impl Spool {
     }
 
     /// Room for `bytes` more: the oldest complete exports are deleted to make it; 503
-    /// `spool_full` if even an empty spool would not hold it.
-    pub async fn reserve(&self, bytes: u64, retry_after: Duration) -> Result<(), ApiError> {
+    /// [`SpoolError::Full`] if even an empty spool would not hold it.
+    pub async fn reserve(&self, bytes: u64, retry_after: Duration) -> Result<(), SpoolError> {
         let evicted = {
             let mut index = self.lock();
             let mut evicted = Vec::new();
@@ -310,7 +311,7 @@ impl Spool {
             tracing::info!(key = %manifest.key, "a prepared export was deleted to make room in the spool");
             self.delete(&manifest).await;
         }
-        if fits { Ok(()) } else { Err(ApiError::SpoolFull { retry_after }) }
+        if fits { Ok(()) } else { Err(SpoolError::Full { needed: bytes, retry_after }) }
     }
 
     /// Gives back room reserved with [`Spool::reserve`].
@@ -327,9 +328,8 @@ impl Spool {
     /// created only if absent, so the first job to complete stands and the second deletes its
     /// own copies: every process then knows the same copies, and no sweep deletes those that
     /// another process serves.
-    pub async fn commit(&self, manifest: Manifest) -> Result<Arc<Manifest>, ApiError> {
-        let json = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| ApiError::Internal(format!("cannot write a manifest: {e}")))?;
+    pub async fn commit(&self, manifest: Manifest) -> Result<Arc<Manifest>, SpoolError> {
+        let json = serde_json::to_vec_pretty(&manifest).map_err(SpoolError::Manifest)?;
         let path = self.manifest_path(&manifest.key);
         let written = |mode: PutMode| self.store.put_opts(&path, PutPayload::from(json.clone()), mode.into());
         let standing = match written(PutMode::Create).await {
@@ -342,12 +342,12 @@ impl Spool {
                     }
                     // Expired, or not a manifest: what the sweep would delete.
                     None => {
-                        let put = written(PutMode::Overwrite).await.map_err(|e| spool_error("write", &e))?;
+                        let put = written(PutMode::Overwrite).await.map_err(SpoolError::store("write"))?;
                         Indexed { manifest: Arc::new(manifest), etag: put.e_tag }
                     }
                 }
             }
-            Err(e) => return Err(spool_error("write", &e)),
+            Err(e) => return Err(SpoolError::store("write")(e)),
         };
         let manifest = Arc::clone(&standing.manifest);
         self.lock().add(standing);
@@ -366,7 +366,7 @@ impl Spool {
         match self.store.get_opts(&self.path(&name), options).await {
             Ok(result) => Ok(result.into_stream().map_err(std::io::Error::other).boxed()),
             Err(ObjectStoreError::NotFound { .. }) => Err(ReadError::Gone),
-            Err(e) => Err(ReadError::Failed(spool_error("read", &e))),
+            Err(e) => Err(ReadError::Failed(SpoolError::store("read")(e))),
         }
     }
 
@@ -489,14 +489,6 @@ impl Spool {
         index.complete = kept;
         tracing::debug!(exports = index.complete.len(), bytes = index.stored, "spool swept");
         Ok(())
-    }
-}
-
-/// The spool's storage failed (503; the detail, which names the object, goes to the log).
-fn spool_error(what: &str, error: &dyn std::fmt::Display) -> ApiError {
-    ApiError::SpoolUnavailable {
-        detail: format!("cannot {what} the spool: {error}"),
-        retry_after: Duration::from_secs(5),
     }
 }
 

@@ -168,7 +168,7 @@ async fn the_bound_deletes_the_oldest_exports_then_refuses() {
     assert!(spool.lookup("b").is_some());
     assert!(!dir.path().join("a.manifest.json").exists());
     let full = spool.reserve(600, Duration::from_secs(1)).await.unwrap_err();
-    assert!(matches!(full, ApiError::SpoolFull { .. }), "{full:?}");
+    assert!(matches!(full, SpoolError::Full { needed: 600, .. }), "{full:?}");
     assert!(spool.lookup("b").is_none(), "everything complete was deleted first");
     assert_eq!(spool.usage(), (0, 500));
     spool.reserve(100, Duration::from_secs(1)).await.unwrap();
