@@ -14,7 +14,7 @@ use super::{header_of, integer, request_id_header};
 use crate::auth::READ_SCOPE;
 use crate::error::{ApiError, AuthProblem, Problem, REALM};
 use crate::prepared::spool::error::SpoolError;
-use crate::state::Settings;
+use crate::settings::Settings;
 
 /// The body of every error answer (see [`crate::error`]).
 pub(super) fn error_body_schema() -> ObjectBuilder {

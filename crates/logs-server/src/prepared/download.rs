@@ -15,8 +15,9 @@ use http::{HeaderMap, StatusCode, header};
 use logs_format::Format;
 
 use super::spool::{Manifest, ReadError, Spool};
+use crate::encoding::request_accepts_gzip;
 use crate::error::ApiError;
-use crate::export::{SKIPPED_SHARDS, content_disposition};
+use crate::export::headers::{SKIPPED_SHARDS, content_disposition};
 use crate::log::RowsWhenComplete;
 
 /// The answer to `headers` from the complete export `manifest`; `None` if one of its copies
@@ -28,7 +29,7 @@ pub(super) async fn respond(
     headers: &HeaderMap,
 ) -> Result<Option<Response>, ApiError> {
     // The router's middleware has already dropped an `Accept-Encoding` that refuses gzip.
-    let gzip = crate::request_accepts_gzip(headers);
+    let gzip = request_accepts_gzip(headers);
     let copy = if gzip { &manifest.gzip } else { &manifest.plain };
     let etag = format!("\"{}\"", copy.sha256);
     let common = |builder: http::response::Builder| {

@@ -10,14 +10,15 @@ use tokio::sync::watch;
 use super::spool::{self, Lease, Manifest};
 use super::{Job, Prepared, Progress};
 use crate::error::{ApiError, Problem};
-use crate::export;
+use crate::export::pipeline::ExportRunner;
 use crate::limits::ExportPermit;
-use crate::state::AppState;
 
 /// One job: the export written into the spool.
 pub(super) struct JobRun {
     pub(super) prepared: Arc<Prepared>,
-    pub(super) state: AppState,
+    pub(super) runner: ExportRunner,
+    /// The gzip level of the compressed copy.
+    pub(super) gzip_level: u32,
     pub(super) format: Format,
     pub(super) request: ExportRequest,
     pub(super) key: String,
@@ -67,12 +68,10 @@ impl JobRun {
     /// Runs the export into the spool; the rows written.
     async fn prepare(&self, permit: ExportPermit) -> Result<u64, Problem> {
         let prepared = &self.prepared;
-        let mut started = export::start(&self.state, self.format, &self.request, permit, None)
-            .await
-            .map_err(|e| e.problem())?;
+        let mut started =
+            self.runner.start(self.format, &self.request, permit, None).await.map_err(|e| e.problem())?;
         let extension = plain_extension(self.format);
-        let mut writer =
-            prepared.spool.writer(&self.key, &self.job, extension, self.state.settings().gzip_level);
+        let mut writer = prepared.spool.writer(&self.key, &self.job, extension, self.gzip_level);
         let mut reserved = 0;
         let written: Result<(), Problem> = async {
             while let Some(chunk) = started.chunks.next_chunk().await? {

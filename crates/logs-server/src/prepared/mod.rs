@@ -50,11 +50,11 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::auth::Caller;
+use crate::auth::TokenHash;
 use crate::config::ConfigError;
 use crate::error::{ApiError, Problem};
+use crate::export::pipeline::ExportRunner;
 use crate::server::WriteStall;
-use crate::state::AppState;
 use job::JobRun;
 use spool::{Claim, JobProgress, Spool, random_hex, waiter};
 
@@ -122,6 +122,19 @@ impl PreparedConfig {
     }
 }
 
+/// An export request as prepared exports see it: the caller's rights on its application have
+/// been checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PrepareRequest<'a> {
+    pub format: Format,
+    pub request: &'a ExportRequest,
+    /// The caller's token: jobs count against its export limit, and no-cache waits are its.
+    pub token: &'a TokenHash,
+    pub headers: &'a HeaderMap,
+    /// The connection's write stall, which a download of a complete export extends.
+    pub stall: Option<&'a WriteStall>,
+}
+
 /// Prepared exports: the spool and the jobs running (see the module documentation).
 #[derive(Debug)]
 pub struct Prepared {
@@ -137,6 +150,17 @@ enum Job {
     Running(Arc<Progress>),
     /// What the next request for it is answered.
     Failed(Problem),
+}
+
+/// What starting a job takes (see [`Prepared::join_or_start`]).
+struct JobStart<'a> {
+    runner: &'a ExportRunner,
+    gzip_level: u32,
+    format: Format,
+    request: &'a ExportRequest,
+    token: &'a TokenHash,
+    key: &'a str,
+    fresh: bool,
 }
 
 /// What a prepared request finds in the table of jobs.
@@ -266,22 +290,20 @@ impl Prepared {
     }
 
     /// The answer to an export request that the policy prepares, or `None` for one to stream.
-    /// The caller's rights on the application have been checked.
+    /// Jobs run their exports with `runner` and compress their gzip copy at `gzip_level`.
     ///
     /// `Cache-Control: no-cache` (RFC 9111 §5.2.1.4: no stored answer without validation) is
     /// kept from looping: a client answered `202` for a job is recorded as waiting for it, and
     /// its next no-cache request is answered with that job's export — the answer to its own
     /// request, not a stored one. Any other complete export is set aside and a new job
     /// started; a running job is joined, never restarted.
-    pub async fn respond(
+    pub(crate) async fn respond(
         self: &Arc<Self>,
-        state: &AppState,
-        format: Format,
-        request: &ExportRequest,
-        caller: &Caller,
-        headers: &HeaderMap,
-        stall: Option<&WriteStall>,
+        runner: &ExportRunner,
+        gzip_level: u32,
+        asked: PrepareRequest<'_>,
     ) -> Result<Option<Response>, ApiError> {
+        let PrepareRequest { format, request, token, headers, stall } = asked;
         let preferences = Preferences::of(headers);
         let asked = self.config.policy == PreparePolicy::Always || preferences.respond_async;
         let conditional = [header::RANGE, header::IF_NONE_MATCH, header::IF_RANGE]
@@ -290,9 +312,9 @@ impl Prepared {
         if !asked && !conditional {
             return Ok(None);
         }
-        let key = key(format, request, state.settings().json_integers);
+        let key = key(format, request, runner.json_integers());
         // Only no-cache requests need to know whom a job is for.
-        let waiter = no_cache(headers).then(|| waiter(&key, &caller.token));
+        let waiter = no_cache(headers).then(|| waiter(&key, token));
         let fresh = match &waiter {
             Some(waiter) => !self.waits_for_stored(&key, waiter).await,
             None => false,
@@ -304,11 +326,12 @@ impl Prepared {
         if !asked {
             return Ok(None);
         }
-        let wait = preferences.wait.unwrap_or(self.config.wait).min(state.settings().first_byte_timeout);
+        let wait = preferences.wait.unwrap_or(self.config.wait).min(runner.first_byte_timeout());
         let mut attempts = 0;
         let progress = loop {
             attempts += 1;
-            match self.join_or_start(state, format, request, caller, &key, fresh).await? {
+            let job = JobStart { runner, gzip_level, format, request, token, key: &key, fresh };
+            match self.join_or_start(job).await? {
                 Joined::Running(progress) => break progress,
                 Joined::Failed(failure) => return Ok(Some(failure.into_response())),
                 Joined::Elsewhere(preparing, job) => {
@@ -396,15 +419,8 @@ impl Prepared {
 
     /// The running job of `key`, or a new one; or the failure of its last job, once; or
     /// `Complete` if its job has completed since the spool was looked at.
-    async fn join_or_start(
-        self: &Arc<Self>,
-        state: &AppState,
-        format: Format,
-        request: &ExportRequest,
-        caller: &Caller,
-        key: &str,
-        fresh: bool,
-    ) -> Result<Joined, ApiError> {
+    async fn join_or_start(self: &Arc<Self>, start: JobStart<'_>) -> Result<Joined, ApiError> {
+        let JobStart { runner, gzip_level, format, request, token, key, fresh } = start;
         {
             let mut jobs = self.lock();
             match jobs.remove(key) {
@@ -421,7 +437,7 @@ impl Prepared {
         } else if self.spool.find(key).await.is_some() {
             return Ok(Joined::Complete);
         }
-        let permit = state.limiter().acquire(caller.token)?;
+        let permit = runner.acquire(*token)?;
         let job = random_hex(8);
         let lease = match self.spool.claim(key, &self.owner, &job, self.config.lease_ttl).await? {
             Claim::Owned(lease) => lease,
@@ -437,7 +453,8 @@ impl Prepared {
         let progress = Arc::new(Progress::new(job.clone()));
         let job = JobRun {
             prepared: Arc::clone(self),
-            state: state.clone(),
+            runner: runner.clone(),
+            gzip_level,
             format,
             request: request.clone(),
             key: key.to_owned(),
