@@ -1,8 +1,8 @@
 //! `logs-server`: the HTTP service of logs-export.
 //!
-//! [`app`] builds the public API as an axum [`Router`] that tests and embedders can mount;
-//! [`admin_app`] the admin one (Prometheus metrics); [`serve`] runs a router on a listener with
-//! the connection limits and graceful shutdown that `logs serve` uses.
+//! [`app`] builds the public API as an axum [`Router`](axum::Router) that tests and embedders
+//! can mount; [`admin_app`] the admin one (Prometheus metrics); [`serve`] runs a router on a
+//! listener with the connection limits and graceful shutdown that `logs serve` uses.
 //!
 //! ```text
 //! GET /logs/v1/export/errors.csv?…   the export as CSV    (scope service:read)
@@ -13,12 +13,17 @@
 //! GET /openapi.json                  the OpenAPI document (any valid token)
 //! ```
 //!
-//! Layers, outermost first: the access log and request id ([`log`]), the request size limits
-//! ([`limits`]), gzip, authorization ([`auth`]), then the routes. The handlers only extract,
-//! call the engine and turn its stream into a body; errors become answers in [`error`].
+//! Layers, outermost first: the access log and request id, the request size limits, gzip,
+//! authorization ([`auth`]), then the routes. The handlers only extract, call the engine and
+//! turn its stream into a body; errors become answers ([`ApiError`]) in one `match`.
+//!
+//! The public surface: the service's builder ([`service`]), its configuration ([`Settings`],
+//! [`auth`]'s token sources, [`prepared::PreparedConfig`]), and the routers with their state
+//! ([`app`], [`admin_app`], [`AppState`], [`serve`]). The handlers, the export pipeline and the
+//! spool are private.
 //!
 //! The whole service, as `logs serve` runs it, is built from a configuration by
-//! [`service::Service::build`] (see [`service`]). To mount the API in a service of your own:
+//! [`service::Service::build`]. To mount the API in a service of your own:
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -46,31 +51,34 @@
 //! # }
 //! ```
 
-pub mod applications;
+mod applications;
 pub mod auth;
-pub mod config;
+mod config;
 mod encoding;
-pub mod error;
+mod error;
 mod export;
-pub mod json;
-pub mod limits;
-pub mod log;
-pub mod management;
-pub mod metrics;
-pub mod openapi;
+mod json;
+mod limits;
+mod log;
+mod management;
+mod metrics;
+mod openapi;
 pub mod prepared;
-pub mod ready;
+mod ready;
 mod router;
 mod server;
 pub mod service;
-pub mod settings;
+mod settings;
 mod spill;
-pub mod state;
+mod state;
 
 pub use auth::introspection::install_tls_provider;
 pub use config::ConfigError;
 pub use error::ApiError;
+pub use limits::ExportLimiter;
+pub use metrics::{ExportCounts, Metrics};
+pub use openapi::{DocumentSettings, OPENAPI_PATH, document, document_json};
 pub use router::{admin_app, app};
-pub use server::{ServeOptions, WriteStall, serve};
+pub use server::{ServeOptions, serve};
 pub use settings::{SERVICE_BATCH_SIZE, Settings};
 pub use state::AppState;

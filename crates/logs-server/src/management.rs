@@ -33,7 +33,7 @@ use futures::{StreamExt, TryStreamExt};
 use logs_core::{RequestError, Storage};
 use serde::Serialize;
 
-pub use crate::applications::{APPLICATIONS_FILE, Application, ApplicationDirectory, Permission};
+use crate::applications::{Application, ApplicationDirectory};
 use crate::auth::ReadAccess;
 use crate::error::ApiError;
 use crate::json::json_response;

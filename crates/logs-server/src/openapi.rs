@@ -49,8 +49,9 @@ use utoipa::openapi::{
     Ref, RefOr,
 };
 
+use crate::applications::{Application, Permission};
 use crate::auth::READ_SCOPE;
-use crate::management::{Application, ApplicationAnswer, ApplicationList, Permission};
+use crate::management::{ApplicationAnswer, ApplicationList};
 use crate::state::AppState;
 
 /// The route of the document.
@@ -113,7 +114,7 @@ pub fn document_json(settings: &DocumentSettings) -> String {
     text
 }
 
-/// The document as JSON: [`api_doc`], with `required: true` on the response headers that
+/// The document as JSON: `api_doc`'s with `required: true` on the response headers that
 /// are always sent (utoipa's header object has no `required`).
 pub fn document(settings: &DocumentSettings) -> Value {
     let mut doc = serde_json::to_value(api_doc(settings)).unwrap_or(Value::Null);

@@ -66,8 +66,8 @@ async fn allow_only_on_405(mut response: Response) -> Response {
 }
 
 /// The admin API, for a separate listener that only operators (and load balancers) reach:
-/// `GET /metrics` (Prometheus text format), `GET /healthz` (alive) and `GET /readyz` (see
-/// [`ready`]). It has no authorization.
+/// `GET /metrics` (Prometheus text format), `GET /healthz` (alive) and `GET /readyz` (whether
+/// a load balancer should send this process requests). It has no authorization.
 pub fn admin_app(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))

@@ -99,7 +99,7 @@ impl AppState {
     }
 
     /// What the admin API's `/readyz` answers from.
-    pub fn readiness(&self) -> &Arc<Readiness> {
+    pub(crate) fn readiness(&self) -> &Arc<Readiness> {
         &self.inner.readiness
     }
 
@@ -115,7 +115,7 @@ impl AppState {
         &self.inner.settings
     }
 
-    pub fn applications(&self) -> &ApplicationDirectory {
+    pub(crate) fn applications(&self) -> &ApplicationDirectory {
         &self.inner.applications
     }
 

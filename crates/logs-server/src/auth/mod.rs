@@ -1,7 +1,7 @@
 //! Authorization: who is calling (the access token) and what they may do (scopes and
 //! applications).
 //!
-//! The [`require_token`] middleware runs for every route of [`crate::app`] except those in
+//! The `require_token` middleware runs for every route of [`crate::app`] except those in
 //! [`PUBLIC_ROUTES`]: it refuses tokens in the URL, reads `Authorization: OAuth <token>` (or
 //! `Bearer <token>`), asks the token sources and puts the [`Caller`] into the request.
 //! Handlers then take [`ReadAccess`] or [`WriteAccess`], which check the scope: a handler
@@ -40,7 +40,7 @@ pub const WRITE_SCOPE: &str = "service:write";
 /// routes added later and the fallback.
 pub const PUBLIC_ROUTES: [&str; 1] = ["/healthz"];
 
-pub use crate::log::TOKEN_PARAMETERS;
+pub(crate) use crate::log::TOKEN_PARAMETERS;
 
 /// The SHA-256 of an access token: the only form in which tokens are kept or compared.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,7 +203,7 @@ impl Authenticator {
 }
 
 /// The authorization middleware (see the module documentation).
-pub async fn require_token(
+pub(crate) async fn require_token(
     State(auth): State<Authenticator>,
     State(metrics): State<Arc<Metrics>>,
     mut request: Request,
@@ -249,7 +249,7 @@ pub async fn require_token(
 }
 
 /// The name of the first query parameter that looks like an access token.
-pub fn token_in_query(query: Option<&str>) -> Option<String> {
+pub(crate) fn token_in_query(query: Option<&str>) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes())
         .map(|(name, _)| name)
         .find(|name| TOKEN_PARAMETERS.iter().any(|t| t.eq_ignore_ascii_case(name)))
@@ -257,7 +257,7 @@ pub fn token_in_query(query: Option<&str>) -> Option<String> {
 }
 
 /// The token of `Authorization: OAuth <token>` or `Bearer <token>` (schemes in any case).
-pub fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProblem> {
+pub(crate) fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProblem> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let value = values.next().ok_or(AuthProblem::Missing)?;
     if values.next().is_some() {

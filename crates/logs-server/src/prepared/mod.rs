@@ -11,8 +11,8 @@
 //! policy `always`:              every export           → prepared
 //! ```
 //!
-//! A prepared request, by its key (everything that changes the bytes, see [`key`]):
-//! - complete in the spool and not expired → the file ([`download`]);
+//! A prepared request, by its key (everything that changes the bytes, see `key`):
+//! - complete in the spool and not expired → the file (`download`);
 //! - being prepared → `202 Accepted`, `Retry-After` and how far the job has got: a repeated
 //!   request joins the job, whoever sends it (each caller's rights are checked before);
 //! - its job failed → that failure's status and JSON body, once; the next request starts again;
@@ -25,7 +25,7 @@
 //! parts." so that a client splits it with `parts_count` and `part_number`.
 //!
 //! Jobs run to their end whether or not anyone asks again; only complete exports are ever
-//! served (see [`spool`] for what a crash leaves and how it is swept).
+//! served (see `spool` for what a crash leaves and how it is swept).
 //!
 //! Processes sharing a spool (replicas over one bucket) share its exports: one prepared by
 //! any is served by all, and a job takes the export's lease in the spool first, so that a
@@ -536,7 +536,7 @@ impl Prepared {
 /// the format, the application, range and dimension, the columns (names as requested, and
 /// what each is made of), the filters (in a fixed order), the limit, the BOM, the skip policy,
 /// the parts, how JSON writes integers, and this program's version.
-pub fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
+pub(crate) fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
     let mut filters: Vec<String> =
         request.filters().iter().map(|f| format!("{:?}={:?}", f.field, f.value)).collect();
     filters.sort();
