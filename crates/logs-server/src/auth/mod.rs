@@ -11,10 +11,9 @@
 //! hashes, lookups go by hash, the introspection cache is keyed by hash.
 
 pub mod introspection;
+mod principal;
 pub mod tokens_file;
 
-use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
@@ -22,13 +21,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, header};
-use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, AuthProblem};
 use crate::log::RequestLog;
 use crate::metrics::{IntrospectionFigures, Metrics, TokenSourceFigures, TokensFileFigures};
 
 pub use introspection::{IntrospectionConfig, Introspector};
+pub use principal::{Applications, Principal, TokenHash, is_token_syntax};
 pub use tokens_file::{TokenSet, TokenStore};
 
 /// The scope the export and the applications list need.
@@ -41,51 +40,6 @@ pub const WRITE_SCOPE: &str = "service:write";
 pub const PUBLIC_ROUTES: [&str; 1] = ["/healthz"];
 
 pub(crate) use crate::log::TOKEN_PARAMETERS;
-
-/// The SHA-256 of an access token: the only form in which tokens are kept or compared.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TokenHash(pub [u8; 32]);
-
-impl TokenHash {
-    pub fn of(token: &str) -> TokenHash {
-        TokenHash(Sha256::digest(token.as_bytes()).into())
-    }
-}
-
-impl fmt::Debug for TokenHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("TokenHash(…)")
-    }
-}
-
-/// Which applications a token may read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applications {
-    All,
-    Only(BTreeSet<i64>),
-}
-
-/// What a token grants: a name for logs, scopes, applications.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// Shown in logs instead of the token.
-    pub name: String,
-    pub scopes: BTreeSet<String>,
-    pub applications: Applications,
-}
-
-impl Principal {
-    pub fn has_scope(&self, scope: &str) -> bool {
-        self.scopes.contains(scope)
-    }
-
-    pub fn may_access(&self, application_id: i64) -> bool {
-        match &self.applications {
-            Applications::All => true,
-            Applications::Only(ids) => ids.contains(&application_id),
-        }
-    }
-}
 
 /// The authenticated caller of one request.
 #[derive(Debug, Clone)]
@@ -271,39 +225,6 @@ pub(crate) fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProb
         return Err(AuthProblem::Malformed);
     }
     Ok(token.to_owned())
-}
-
-/// RFC 6750's `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
-pub fn is_token_syntax(token: &str) -> bool {
-    let body = token.trim_end_matches('=');
-    !body.is_empty()
-        && token.len() <= 4096
-        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
-}
-
-/// The TOML error's line and message, with every quoted value blanked out (serde's messages
-/// quote the offending value, which could be a token).
-pub(crate) fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let mut message = String::new();
-    let mut quoted = false;
-    for c in e.message().chars() {
-        if c == '"' {
-            if !quoted {
-                message.push_str("\"…\"");
-            }
-            quoted = !quoted;
-        } else if !quoted {
-            message.push(c);
-        }
-    }
-    let message = message.trim().replace('\n', " ");
-    match e.span() {
-        Some(span) => {
-            let line = text.get(..span.start).map_or(0, |before| before.matches('\n').count()) + 1;
-            format!("line {line}: {message}")
-        }
-        None => message,
-    }
 }
 
 #[cfg(test)]

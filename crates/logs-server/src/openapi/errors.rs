@@ -6,11 +6,12 @@ use std::time::Duration;
 use http::StatusCode;
 use logs_core::RequestError;
 use serde_json::{Value, json};
+use utoipa::openapi::path::OperationBuilder;
 use utoipa::openapi::response::{Response as ApiResponse, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, AllOfBuilder, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref};
 
-use super::{header_of, integer, request_id_header};
+use super::parts::{header_of, integer, request_id_header};
 use crate::auth::READ_SCOPE;
 use crate::error::{ApiError, AuthProblem, Problem, REALM};
 use crate::prepared::spool::error::SpoolError;
@@ -317,6 +318,28 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
         }
     }
     examples
+}
+
+/// An operation with its tag, id, texts and references to the error answers of `statuses`.
+pub(super) fn operation(
+    tag: &str,
+    id: &str,
+    summary: &str,
+    description: &str,
+    statuses: &[&str],
+) -> OperationBuilder {
+    let mut builder = OperationBuilder::new()
+        .tag(tag)
+        .operation_id(Some(id))
+        .summary(Some(summary))
+        .description(Some(description));
+    for status in statuses {
+        let code = status.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok());
+        if let Some(code) = code {
+            builder = builder.response(*status, Ref::from_response_name(component_name(code)));
+        }
+    }
+    builder
 }
 
 #[cfg(test)]
