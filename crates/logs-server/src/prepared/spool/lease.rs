@@ -10,7 +10,9 @@ use logs_core::object_store::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{Spool, SpoolError, now_ms};
+use super::error::SpoolError;
+use super::manifest::now_ms;
+use super::store::Spool;
 
 /// What a lease object holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -40,7 +40,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -51,115 +51,24 @@ use logs_core::object_store::{
     Error as ObjectStoreError, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutPayload,
 };
 use logs_core::{DatasetLocation, S3Options};
-use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
 
 pub(crate) mod error;
 mod lease;
+mod manifest;
+mod store;
 mod waiting;
 mod writer;
 
 pub use error::SpoolError;
 pub use lease::{Claim, JobProgress, Lease};
+pub use manifest::{MANIFEST_VERSION, Manifest, now, random_hex};
+use manifest::{copy_name, now_ms};
+use store::Indexed;
+pub use store::Spool;
 pub use waiting::waiter;
 pub use writer::SpoolWriter;
-
-/// The manifest's format version: a manifest of another version is not trusted.
-pub const MANIFEST_VERSION: u32 = 2;
-
-/// What a complete prepared export is: written last, as `<key>.manifest.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub version: u32,
-    pub key: String,
-    /// The job that wrote the copies.
-    pub job: String,
-    /// `csv` or `json`.
-    pub extension: String,
-    /// When it was completed, in Unix seconds.
-    pub created: u64,
-    pub rows: u64,
-    /// Unreadable files that `skip_unavailable_shards=true` left out.
-    pub skipped_shards: u64,
-    pub plain: Representation,
-    pub gzip: Representation,
-}
-
-/// One copy of a prepared export.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Representation {
-    pub bytes: u64,
-    /// Of the copy's bytes, as hex: the copy's strong `ETag`.
-    pub sha256: String,
-}
-
-impl Manifest {
-    /// Both copies' bytes: what the export takes in the spool.
-    pub fn size(&self) -> u64 {
-        self.plain.bytes + self.gzip.bytes
-    }
-
-    fn copy_name(&self, gzip: bool) -> String {
-        copy_name(&self.key, &self.job, &self.extension, gzip)
-    }
-}
-
-fn copy_name(key: &str, job: &str, extension: &str, gzip: bool) -> String {
-    format!("{key}.{job}.{extension}{}", if gzip { ".gz" } else { "" })
-}
-
-/// The spool (see the module documentation).
-#[derive(Debug)]
-pub struct Spool {
-    store: Arc<dyn ObjectStore>,
-    prefix: ObjectPath,
-    /// The folder of a local spool (its store cannot update objects conditionally, and hides
-    /// the temporary files of unfinished writes).
-    local_root: Option<PathBuf>,
-    ttl: Duration,
-    max_bytes: u64,
-    index: Mutex<Index>,
-}
-
-#[derive(Debug, Default)]
-struct Index {
-    complete: HashMap<String, Indexed>,
-    /// Bytes of the complete exports.
-    stored: u64,
-    /// Bytes that running jobs have written so far.
-    reserved: u64,
-}
-
-impl Index {
-    /// Indexes `export`, in place of what was known of its key.
-    fn add(&mut self, export: Indexed) {
-        self.stored += export.manifest.size();
-        if let Some(old) = self.complete.insert(export.manifest.key.clone(), export) {
-            self.stored -= old.manifest.size();
-        }
-    }
-
-    /// Forgets `key` (only if it is `job`'s export, when given); what was forgotten.
-    fn forget(&mut self, key: &str, job: Option<&str>) -> Option<Arc<Manifest>> {
-        let known = self.complete.get(key)?;
-        if job.is_some_and(|job| known.manifest.job != job) {
-            return None;
-        }
-        let known = self.complete.remove(key)?;
-        self.stored -= known.manifest.size();
-        Some(known.manifest)
-    }
-}
-
-/// A complete export as this process knows it.
-#[derive(Debug, Clone)]
-struct Indexed {
-    manifest: Arc<Manifest>,
-    /// The manifest object's `ETag` when this process wrote or read it: a listing that shows
-    /// another means that the export was deleted and prepared again since.
-    etag: Option<String>,
-}
 
 /// Why an object of the spool could not be read.
 #[derive(Debug)]
@@ -376,24 +285,6 @@ impl Spool {
         (index.stored, index.reserved)
     }
 
-    /// Kept at least the time to keep: `created` is in whole seconds, so an export is expired
-    /// only once more than that many whole seconds have passed (it lives `ttl` to `ttl` + 1 s).
-    fn expired(&self, manifest: &Manifest) -> bool {
-        now().saturating_sub(manifest.created) > self.ttl.as_secs().max(1)
-    }
-
-    fn path(&self, name: &str) -> ObjectPath {
-        self.prefix.clone().join(name)
-    }
-
-    fn manifest_path(&self, key: &str) -> ObjectPath {
-        self.path(&format!("{key}.manifest.json"))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Deletes the copies that `job`, which could not complete, wrote of export `key`.
     pub async fn discard(&self, key: &str, job: &str, extension: &str) {
         for gzip in [false, true] {
@@ -410,13 +301,6 @@ impl Spool {
     async fn delete_copies(&self, manifest: &Manifest) {
         for gzip in [false, true] {
             self.delete_object(&self.path(&manifest.copy_name(gzip))).await;
-        }
-    }
-
-    async fn delete_object(&self, path: &ObjectPath) {
-        match self.store.delete(path).await {
-            Ok(()) | Err(ObjectStoreError::NotFound { .. }) => {}
-            Err(e) => tracing::warn!(object = %path, error = %e, "cannot delete an object of the spool"),
         }
     }
 
@@ -510,22 +394,6 @@ fn remove_unfinished_writes(root: &Path, live: &HashSet<String>) {
             }
         }
     }
-}
-
-/// Unix seconds now.
-pub fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// `bytes` random bytes as hex: names that no two processes or jobs pick alike.
-pub fn random_hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    rand::RngCore::fill_bytes(&mut rand::rng(), &mut buffer);
-    hex::encode(buffer)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The spool's tests: writes read back, sweeps, leases, the bound, other processes' exports.
 
+use super::manifest::Representation;
 use super::*;
 use sha2::{Digest, Sha256};
 

@@ -11,7 +11,9 @@ use logs_core::object_store::buffered::BufWriter;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::{Representation, Spool, SpoolError, copy_name};
+use super::error::SpoolError;
+use super::manifest::{Representation, copy_name};
+use super::store::Spool;
 
 /// Bytes each copy buffers before its upload starts (and the size of an upload's parts).
 const WRITE_BUFFER: usize = 8 * 1024 * 1024;
