@@ -434,4 +434,21 @@ mod tests {
             Some("OAuth realm=\"logs-export\", error=\"insufficient_scope\", scope=\"service:read\"")
         );
     }
+
+    #[test]
+    fn spool_errors_are_a_moment_s_state_or_the_server_s_fault_never_the_client_s() {
+        let full =
+            ApiError::from(SpoolError::Full { needed: 10, retry_after: Duration::from_secs(7) }).problem();
+        assert_eq!((full.status, full.error_type), (StatusCode::SERVICE_UNAVAILABLE, "spool_full"));
+        assert_eq!(full.retry_after, Some(Duration::from_secs(7)));
+        let disk = std::io::Error::new(std::io::ErrorKind::StorageFull, "/spool/abc.csv: no space");
+        let io = ApiError::from(SpoolError::Io { action: "write", source: disk }).problem();
+        assert_eq!((io.status, io.error_type), (StatusCode::SERVICE_UNAVAILABLE, "spool_unavailable"));
+        assert_eq!(io.retry_after, Some(SPOOL_RETRY_AFTER));
+        assert!(!io.message.contains("/spool"), "{}", io.message);
+        assert_eq!(io.detail.as_deref(), Some("cannot write the spool: /spool/abc.csv: no space"));
+        let gzip = std::io::Error::other("broken");
+        let bug = ApiError::from(SpoolError::Gzip(gzip)).problem();
+        assert_eq!((bug.status, bug.error_type), (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"));
+    }
 }

@@ -346,3 +346,44 @@ impl Producer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runner over the repository's small dataset, without a server, state or router.
+    fn runner(settings: &Settings) -> ExportRunner {
+        let dataset = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/dataset");
+        let engine = Arc::new(Engine::open(dataset, logs_core::EngineConfig::default()).unwrap());
+        let limiter =
+            ExportLimiter::new(settings.max_exports, settings.max_exports_per_token, settings.retry_after);
+        let spill = SpillQuota::new(None, settings.max_spill_bytes, settings.max_spilled_exports);
+        ExportRunner::new(engine, Arc::default(), Arc::new(limiter), Arc::new(spill), settings)
+    }
+
+    #[tokio::test]
+    async fn a_runner_streams_an_export_and_gives_its_permit_back_without_a_server() {
+        let settings = Settings { max_exports_per_token: 1, ..Settings::default() };
+        let runner = runner(&settings);
+        let query =
+            "application_id=1001&date_since=2026-10-01&date_until=2026-10-03&fields=error_id&limit=25";
+        let request = ExportRequest::parse(query, runner.engine.policy()).unwrap();
+        let token = TokenHash::of("a token");
+        let permit = runner.acquire(token).unwrap();
+        let second = runner.acquire(token).map(|_| ());
+        assert!(matches!(second, Err(ApiError::TooManyExports { max: 1, .. })), "{second:?}");
+
+        let mut started = runner.start(Format::Csv, &request, permit, None).await.unwrap();
+        let mut csv = Vec::new();
+        while let Some(chunk) = started.chunks.next_chunk().await.unwrap() {
+            csv.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8(csv).unwrap();
+        assert_eq!(text.lines().next(), Some("error_id"));
+        assert_eq!(text.lines().count(), 26, "the header and 25 rows");
+        assert_eq!(started.rows.load(Ordering::Relaxed), 25);
+        assert_eq!(runner.metrics.exports().completed, 1);
+        assert_eq!(runner.limiter.running(), 0, "the permit is back once the body has taken the end");
+        runner.acquire(token).unwrap();
+    }
+}
