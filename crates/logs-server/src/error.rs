@@ -164,7 +164,7 @@ impl Problem {
 
 impl ApiError {
     /// The one place where error kinds become statuses.
-    pub fn problem(&self) -> Problem {
+    pub(crate) fn problem(&self) -> Problem {
         use logs_core::Error as Engine;
         match self {
             ApiError::InvalidParameter(e) | ApiError::Engine(Engine::InvalidRequest(e)) => {

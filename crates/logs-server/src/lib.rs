@@ -19,7 +19,9 @@
 //!
 //! The public surface: the service's builder ([`service`]), its configuration ([`Settings`],
 //! [`auth`]'s token sources, [`prepared::PreparedConfig`]), and the routers with their state
-//! ([`app`], [`admin_app`], [`AppState`], [`serve`]). The handlers, the export pipeline and the
+//! ([`app`], [`admin_app`], [`AppState`], [`serve`]), with what those hand out: the error
+//! answers ([`ApiError`] and its parts), the handles of the state ([`Metrics`],
+//! [`ExportLimiter`]) and the OpenAPI [`document`]. The handlers, the export pipeline and the
 //! spool are private.
 //!
 //! The whole service, as `logs serve` runs it, is built from a configuration by
@@ -74,10 +76,11 @@ mod state;
 
 pub use auth::introspection::install_tls_provider;
 pub use config::ConfigError;
-pub use error::ApiError;
-pub use limits::ExportLimiter;
+pub use error::{ApiError, AuthProblem};
+pub use limits::{ExportLimiter, ExportPermit};
 pub use metrics::{ExportCounts, Metrics};
 pub use openapi::{DocumentSettings, OPENAPI_PATH, document, document_json};
+pub use prepared::spool::error::SpoolError;
 pub use router::{admin_app, app};
 pub use server::{ServeOptions, serve};
 pub use settings::{SERVICE_BATCH_SIZE, Settings};

@@ -99,7 +99,7 @@ pub struct Authenticator {
 
 impl Authenticator {
     /// What the token sources report, for the metrics.
-    pub fn figures(&self) -> TokenSourceFigures {
+    pub(crate) fn figures(&self) -> TokenSourceFigures {
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         TokenSourceFigures {
             tokens_file: self.tokens.as_ref().map(|store| {
