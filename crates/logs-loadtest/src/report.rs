@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
-use logs_server::metrics::ExportCounts;
+use logs_server::ExportCounts;
 
 use crate::client::Outcome;
 use crate::workload::Kind;

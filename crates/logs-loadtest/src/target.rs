@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use logs_core::{DatasetLocation, EngineConfig};
+use logs_server::ExportCounts;
 use logs_server::auth::TokenSet;
-use logs_server::metrics::ExportCounts;
 use logs_server::service::{Service, ServiceConfig, ServiceError, Tokens};
 use logs_server::{AppState, Settings};
 use sha2::Digest;

@@ -9,8 +9,7 @@ use chrono_tz::Tz;
 use logs_core::Storage;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::auth::describe_toml_error;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, describe_toml_error};
 
 /// The file name of the application descriptions in the dataset root.
 pub const APPLICATIONS_FILE: &str = "applications.toml";

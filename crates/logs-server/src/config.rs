@@ -58,3 +58,28 @@ impl From<String> for ConfigError {
         ConfigError::Invalid(message)
     }
 }
+
+/// The TOML error's line and message, with every quoted value blanked out (serde's messages
+/// quote the offending value, which could be a token).
+pub(crate) fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let mut message = String::new();
+    let mut quoted = false;
+    for c in e.message().chars() {
+        if c == '"' {
+            if !quoted {
+                message.push_str("\"…\"");
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            message.push(c);
+        }
+    }
+    let message = message.trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let line = text.get(..span.start).map_or(0, |before| before.matches('\n').count()) + 1;
+            format!("line {line}: {message}")
+        }
+        None => message,
+    }
+}

@@ -20,6 +20,7 @@ use logs_core::RequestError;
 use serde::Serialize;
 
 use crate::json::JSON_CONTENT_TYPE;
+use crate::prepared::spool::error::SpoolError;
 
 /// The realm named in `WWW-Authenticate` challenges.
 pub const REALM: &str = "logs-export";
@@ -75,10 +76,9 @@ pub enum ApiError {
     Engine(logs_core::Error),
     /// A prepared export grew beyond the operator's maximum (400, "Try to use more parts.").
     TooLargeToPrepare { max_bytes: u64 },
-    /// The spool of prepared exports has no room for another one now (503).
-    SpoolFull { retry_after: Duration },
-    /// The spool of prepared exports cannot be written or read (503); the detail is for the log.
-    SpoolUnavailable { detail: String, retry_after: Duration },
+    /// The spool of prepared exports failed: full (503), its store failing (503, the detail
+    /// for the log), or a bug (500).
+    Spool(SpoolError),
     /// A `Range` that the prepared export's length cannot satisfy (416).
     RangeNotSatisfiable { length: u64 },
     /// A bug in the server; the detail is for the log (500).
@@ -88,6 +88,12 @@ pub enum ApiError {
 impl From<RequestError> for ApiError {
     fn from(e: RequestError) -> ApiError {
         ApiError::InvalidParameter(e)
+    }
+}
+
+impl From<SpoolError> for ApiError {
+    fn from(e: SpoolError) -> ApiError {
+        ApiError::Spool(e)
     }
 }
 
@@ -158,7 +164,7 @@ impl Problem {
 
 impl ApiError {
     /// The one place where error kinds become statuses.
-    pub fn problem(&self) -> Problem {
+    pub(crate) fn problem(&self) -> Problem {
         use logs_core::Error as Engine;
         match self {
             ApiError::InvalidParameter(e) | ApiError::Engine(Engine::InvalidRequest(e)) => {
@@ -297,19 +303,23 @@ impl ApiError {
                 ),
             )
             .at("parts_count"),
-            ApiError::SpoolFull { retry_after } => Problem::new(
+            ApiError::Spool(SpoolError::Full { retry_after, .. }) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "spool_full",
                 "the server has no room to prepare another export now; retry later",
             )
             .retry_after(*retry_after),
-            ApiError::SpoolUnavailable { detail, retry_after } => Problem::new(
+            ApiError::Spool(e @ (SpoolError::Store { .. } | SpoolError::Io { .. })) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "spool_unavailable",
                 "prepared exports cannot be stored or read now; retry later",
             )
-            .retry_after(*retry_after)
-            .detail(detail.clone()),
+            .retry_after(SPOOL_RETRY_AFTER)
+            .detail(e.to_string()),
+            ApiError::Spool(e @ (SpoolError::Gzip(_) | SpoolError::Manifest(_))) => {
+                Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", INTERNAL_MESSAGE)
+                    .detail(e.to_string())
+            }
             ApiError::RangeNotSatisfiable { length } => {
                 let mut problem = Problem::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
@@ -322,6 +332,9 @@ impl ApiError {
         }
     }
 }
+
+/// The `Retry-After` of a spool whose store fails.
+const SPOOL_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 const INTERNAL_MESSAGE: &str =
     "internal error; the details are in the server's log under this response's x-request-id";
@@ -420,5 +433,22 @@ mod tests {
             p.www_authenticate.as_deref(),
             Some("OAuth realm=\"logs-export\", error=\"insufficient_scope\", scope=\"service:read\"")
         );
+    }
+
+    #[test]
+    fn spool_errors_are_a_moment_s_state_or_the_server_s_fault_never_the_client_s() {
+        let full =
+            ApiError::from(SpoolError::Full { needed: 10, retry_after: Duration::from_secs(7) }).problem();
+        assert_eq!((full.status, full.error_type), (StatusCode::SERVICE_UNAVAILABLE, "spool_full"));
+        assert_eq!(full.retry_after, Some(Duration::from_secs(7)));
+        let disk = std::io::Error::new(std::io::ErrorKind::StorageFull, "/spool/abc.csv: no space");
+        let io = ApiError::from(SpoolError::Io { action: "write", source: disk }).problem();
+        assert_eq!((io.status, io.error_type), (StatusCode::SERVICE_UNAVAILABLE, "spool_unavailable"));
+        assert_eq!(io.retry_after, Some(SPOOL_RETRY_AFTER));
+        assert!(!io.message.contains("/spool"), "{}", io.message);
+        assert_eq!(io.detail.as_deref(), Some("cannot write the spool: /spool/abc.csv: no space"));
+        let gzip = std::io::Error::other("broken");
+        let bug = ApiError::from(SpoolError::Gzip(gzip)).problem();
+        assert_eq!((bug.status, bug.error_type), (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"));
     }
 }

@@ -59,14 +59,13 @@ pub struct RowsWhenComplete(pub u64);
 /// What the handlers tell the access log about a request.
 #[derive(Debug)]
 pub struct RequestLog {
-    pub request_id: String,
     token_name: OnceLock<String>,
     rows: AtomicU64,
 }
 
 impl RequestLog {
-    fn new(request_id: String) -> RequestLog {
-        RequestLog { request_id, token_name: OnceLock::new(), rows: AtomicU64::new(0) }
+    fn new() -> RequestLog {
+        RequestLog { token_name: OnceLock::new(), rows: AtomicU64::new(0) }
     }
 
     pub fn set_token_name(&self, name: &str) {
@@ -86,7 +85,7 @@ pub async fn access_log(State(metrics): State<Arc<Metrics>>, mut request: Reques
     if let header::Entry::Occupied(mut values) = request.headers_mut().entry(header::AUTHORIZATION) {
         values.iter_mut().for_each(|value| value.set_sensitive(true));
     }
-    let log = Arc::new(RequestLog::new(request_id.clone()));
+    let log = Arc::new(RequestLog::new());
     request.extensions_mut().insert(log.clone());
     let route = request.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
     let entry = Entry {

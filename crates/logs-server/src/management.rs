@@ -27,15 +27,16 @@
 //! 404 only tells a token allowed every application that there is no such application.
 
 use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
 use chrono::{NaiveDate, Utc};
 use futures::{StreamExt, TryStreamExt};
 use logs_core::{RequestError, Storage};
 use serde::Serialize;
 
-pub use crate::applications::{APPLICATIONS_FILE, Application, ApplicationDirectory, Permission};
+use crate::applications::{Application, ApplicationDirectory};
 use crate::auth::ReadAccess;
 use crate::error::ApiError;
-use crate::json::JsonBody;
+use crate::json::json_response;
 use crate::state::AppState;
 
 /// How many applications' date folders the list asks for at once.
@@ -54,7 +55,7 @@ pub struct ApplicationAnswer {
 }
 
 /// The handler of the list.
-pub async fn list_applications(
+pub(crate) async fn list_applications(
     State(state): State<AppState>,
     ReadAccess(caller): ReadAccess,
 ) -> Result<JsonBody<ApplicationList>, ApiError> {
@@ -75,7 +76,7 @@ pub async fn list_applications(
 }
 
 /// The handler of one application.
-pub async fn get_application(
+pub(crate) async fn get_application(
     State(state): State<AppState>,
     ReadAccess(caller): ReadAccess,
     Path(id): Path<String>,
@@ -118,6 +119,20 @@ fn parse_id(text: &str) -> Result<i64, ApiError> {
             ),
         ))
     })
+}
+
+/// `value` as a JSON answer with [`JSON_CONTENT_TYPE`] (a value that cannot be written as JSON
+/// is a bug: 500).
+#[derive(Debug, Clone)]
+pub(crate) struct JsonBody<T>(T);
+
+impl<T: Serialize> IntoResponse for JsonBody<T> {
+    fn into_response(self) -> Response {
+        match serde_json::to_vec(&self.0) {
+            Ok(bytes) => json_response(bytes),
+            Err(e) => ApiError::Internal(format!("cannot write the answer as JSON: {e}")).into_response(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -26,19 +26,19 @@
 mod errors;
 mod export;
 mod management;
+mod parts;
 
-use errors::{component_name, error_body_schema, error_responses, error_type_schema};
+use errors::{component_name, error_body_schema, error_responses, error_type_schema, operation};
 use export::{export_parameters, export_schema, record_schema};
 use management::{application_operation, applications_operation};
+pub use parts::DocumentSettings;
+use parts::{header_of, integer, request_id_header};
 
 use axum::extract::State;
 use axum::response::Response;
-use http::StatusCode;
-use logs_core::FieldAliases;
-use logs_format::JsonIntegers;
 use serde_json::Value;
-use utoipa::openapi::header::{Header, HeaderBuilder};
-use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, PathItem};
+use utoipa::openapi::header::Header;
+use utoipa::openapi::path::{HttpMethod, Operation, PathItem};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
@@ -49,8 +49,9 @@ use utoipa::openapi::{
     Ref, RefOr,
 };
 
+use crate::applications::{Application, Permission};
 use crate::auth::READ_SCOPE;
-use crate::management::{Application, ApplicationAnswer, ApplicationList, Permission};
+use crate::management::{ApplicationAnswer, ApplicationList};
 use crate::state::AppState;
 
 /// The route of the document.
@@ -81,27 +82,13 @@ const OPTIONAL_HEADERS: [(&str, &str); 10] = [
     ("304", "Accept-Ranges"),
 ];
 
-/// The operator settings the document describes. `Default` gives the document of a service
-/// without aliases that writes JSON integers as strings: the checked-in `docs/openapi.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DocumentSettings {
-    pub aliases: FieldAliases,
-    pub json_integers: JsonIntegers,
-}
-
-impl DocumentSettings {
-    /// The settings of a running service.
-    pub fn of(state: &AppState) -> DocumentSettings {
-        DocumentSettings {
-            aliases: state.engine().policy().aliases.clone(),
-            json_integers: state.settings().json_integers,
-        }
-    }
-}
-
 /// The handler of `GET /openapi.json`: the document of this service's settings.
 pub async fn serve_document(State(state): State<AppState>) -> Response {
-    let document = document_json(&DocumentSettings::of(&state));
+    let settings = DocumentSettings {
+        aliases: state.engine().policy().aliases.clone(),
+        json_integers: state.settings().json_integers,
+    };
+    let document = document_json(&settings);
     crate::json::json_response(document)
 }
 
@@ -113,7 +100,7 @@ pub fn document_json(settings: &DocumentSettings) -> String {
     text
 }
 
-/// The document as JSON: [`api_doc`], with `required: true` on the response headers that
+/// The document as JSON: `api_doc`'s with `required: true` on the response headers that
 /// are always sent (utoipa's header object has no `required`).
 pub fn document(settings: &DocumentSettings) -> Value {
     let mut doc = serde_json::to_value(api_doc(settings)).unwrap_or(Value::Null);
@@ -378,32 +365,8 @@ fn openapi_operation() -> Operation {
     .build()
 }
 
-/// An operation with its tag, id, texts and references to the error answers of `statuses`.
-fn operation(tag: &str, id: &str, summary: &str, description: &str, statuses: &[&str]) -> OperationBuilder {
-    let mut builder = OperationBuilder::new()
-        .tag(tag)
-        .operation_id(Some(id))
-        .summary(Some(summary))
-        .description(Some(description));
-    for status in statuses {
-        let code = status.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok());
-        if let Some(code) = code {
-            builder = builder.response(*status, Ref::from_response_name(component_name(code)));
-        }
-    }
-    builder
-}
-
-fn integer<N: Into<utoipa::Number>>(minimum: Option<N>, maximum: Option<N>) -> ObjectBuilder {
-    ObjectBuilder::new().schema_type(Type::Integer).minimum(minimum).maximum(maximum)
-}
-
 fn enum_string(value: &str) -> ObjectBuilder {
     ObjectBuilder::new().schema_type(Type::String).enum_values(Some([value]))
-}
-
-fn header_of(schema: impl Into<RefOr<Schema>>, description: &str) -> Header {
-    HeaderBuilder::new().schema(schema).description(Some(description)).build()
 }
 
 fn content_encoding_header() -> Header {
@@ -418,14 +381,6 @@ fn etag_header() -> Header {
     header_of(
         ObjectBuilder::new().schema_type(Type::String).pattern(Some("^\"[0-9a-f]{64}\"$")),
         "A prepared export's strong validator: the SHA-256 of the bytes of the copy sent.",
-    )
-}
-
-fn request_id_header() -> Header {
-    header_of(
-        ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[A-Za-z0-9._-]{1,64}$")),
-        "The request's id: the client's `x-request-id` if it is 1 to 64 letters, digits, `.`, `_` or \
-         `-`, else a new random one. The server's log lines of the request carry it.",
     )
 }
 

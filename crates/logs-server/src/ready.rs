@@ -14,21 +14,22 @@
 //! health checks of several balancers cost the store and the provider one request each per
 //! 2 s. `/healthz` (alive) stays 200 throughout.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::response::Response;
 use http::StatusCode;
+use logs_core::Engine;
 
-use crate::state::AppState;
+use crate::auth::Authenticator;
 
 /// How long a check may take, and how long its verdict is kept.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 const VERDICT_KEPT: Duration = Duration::from_secs(2);
 
-/// What `/readyz` answers from (one per process, in [`AppState`]).
+/// What `/readyz` answers from (one per process, in the service's state).
 #[derive(Debug, Default)]
 pub struct Readiness {
     draining: AtomicBool,
@@ -58,16 +59,24 @@ impl Readiness {
     }
 }
 
+/// What the handler takes from the service's state: the readiness and what it checks.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadyCheck {
+    pub readiness: Arc<Readiness>,
+    pub engine: Arc<Engine>,
+    pub auth: Authenticator,
+}
+
 /// The handler.
-pub async fn readyz(State(state): State<AppState>) -> Response {
-    let readiness = state.readiness();
+pub(crate) async fn readyz(State(check): State<ReadyCheck>) -> Response {
+    let readiness = &check.readiness;
     if readiness.draining() {
         return answer(StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"draining"}"#.to_owned());
     }
     let verdict = match readiness.kept() {
         Some(verdict) => verdict,
         None => {
-            let verdict = check(&state).await;
+            let verdict = check_now(&check).await;
             readiness.keep(verdict);
             verdict
         }
@@ -81,8 +90,8 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn check(state: &AppState) -> Verdict {
-    match tokio::time::timeout(CHECK_TIMEOUT, state.engine().check()).await {
+async fn check_now(check: &ReadyCheck) -> Verdict {
+    match tokio::time::timeout(CHECK_TIMEOUT, check.engine.check()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "not ready: the dataset cannot be listed");
@@ -93,7 +102,7 @@ async fn check(state: &AppState) -> Verdict {
             return Err("dataset");
         }
     }
-    match tokio::time::timeout(CHECK_TIMEOUT, state.auth().identity_provider_answers()).await {
+    match tokio::time::timeout(CHECK_TIMEOUT, check.auth.identity_provider_answers()).await {
         Ok(None | Some(true)) => Ok(()),
         Ok(Some(false)) | Err(_) => {
             tracing::warn!("not ready: the identity provider does not answer");

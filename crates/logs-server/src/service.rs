@@ -45,7 +45,10 @@ use crate::auth::{
 };
 use crate::config::ConfigError;
 use crate::prepared::{Prepared, PreparedConfig};
-use crate::{AppState, SERVICE_BATCH_SIZE, ServeOptions, Settings};
+use crate::router::{admin_app, app};
+use crate::server::{ServeOptions, serve};
+use crate::settings::{SERVICE_BATCH_SIZE, Settings};
+use crate::state::AppState;
 
 /// Everything the service is made from.
 #[derive(Debug)]
@@ -315,10 +318,10 @@ impl Service {
             let _ = rx.wait_for(|stop| *stop).await;
         };
         let admin_task = admin.map(|admin| {
-            let app = crate::admin_app(state.clone());
-            tokio::spawn(crate::serve(admin, app, options.clone(), stopped(stop_rx.clone())))
+            let app = admin_app(state.clone());
+            tokio::spawn(serve(admin, app, options.clone(), stopped(stop_rx.clone())))
         });
-        let served = crate::serve(listener, crate::app(state), options, stopped(stop_rx)).await;
+        let served = serve(listener, app(state), options, stopped(stop_rx)).await;
         if let Some(watcher) = watcher {
             watcher.abort();
         }

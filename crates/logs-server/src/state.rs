@@ -1,4 +1,6 @@
-//! What every handler shares: the engine, the token sources, limits, counters.
+//! What every handler shares: a struct of handles, built once. It is a leaf of the module
+//! graph: the services below it (the export runner, prepared exports, readiness) take narrow
+//! values, never the state.
 
 use std::sync::Arc;
 
@@ -8,11 +10,12 @@ use logs_core::Engine;
 use crate::applications::ApplicationDirectory;
 use crate::auth::Authenticator;
 use crate::config::ConfigError;
+use crate::export::pipeline::ExportRunner;
 use crate::limits::ExportLimiter;
 use crate::metrics::Metrics;
 use crate::prepared::Prepared;
-use crate::ready::Readiness;
-pub use crate::settings::{SERVICE_BATCH_SIZE, Settings};
+use crate::ready::{Readiness, ReadyCheck};
+use crate::settings::Settings;
 use crate::spill::SpillQuota;
 
 /// The shared state of [`crate::app`]. Cheap to clone.
@@ -28,6 +31,7 @@ struct Inner {
     settings: Settings,
     applications: ApplicationDirectory,
     limiter: Arc<ExportLimiter>,
+    runner: ExportRunner,
     metrics: Arc<Metrics>,
     prepared: Option<Arc<Prepared>>,
     readiness: Arc<Readiness>,
@@ -43,30 +47,39 @@ impl AppState {
     ) -> Result<AppState, ConfigError> {
         settings.validate()?;
         let applications = ApplicationDirectory::load(engine.storage()).await?;
-        let limiter = Arc::new(ExportLimiter::new(
-            settings.max_exports,
-            settings.max_exports_per_token,
-            settings.retry_after,
-        ));
-        let spill = SpillQuota::new(
+        let spill = Arc::new(SpillQuota::new(
             settings.spill_dir.clone(),
             settings.max_spill_bytes,
             settings.max_spilled_exports,
-        );
+        ));
         if let Some(dir) = &settings.spill_dir
             && !dir.is_dir()
         {
             return Err(ConfigError::Invalid(format!("--spill-dir: {} is not a folder", dir.display())));
         }
+        let limiter = Arc::new(ExportLimiter::new(
+            settings.max_exports,
+            settings.max_exports_per_token,
+            settings.retry_after,
+        ));
+        let metrics = Arc::<Metrics>::default();
+        let runner = ExportRunner::new(
+            Arc::clone(&engine),
+            Arc::clone(&metrics),
+            Arc::clone(&limiter),
+            Arc::clone(&spill),
+            &settings,
+        );
         Ok(AppState {
             inner: Arc::new(Inner {
-                spill: Arc::new(spill),
+                spill,
                 engine,
                 auth,
                 settings,
                 applications,
                 limiter,
-                metrics: Arc::default(),
+                runner,
+                metrics,
                 prepared: None,
                 readiness: Arc::default(),
             }),
@@ -86,7 +99,7 @@ impl AppState {
     }
 
     /// What the admin API's `/readyz` answers from.
-    pub fn readiness(&self) -> &Arc<Readiness> {
+    pub(crate) fn readiness(&self) -> &Arc<Readiness> {
         &self.inner.readiness
     }
 
@@ -102,21 +115,22 @@ impl AppState {
         &self.inner.settings
     }
 
-    pub fn applications(&self) -> &ApplicationDirectory {
+    pub(crate) fn applications(&self) -> &ApplicationDirectory {
         &self.inner.applications
     }
 
+    /// The limits on exports running at once (shared with the runner).
     pub fn limiter(&self) -> &Arc<ExportLimiter> {
         &self.inner.limiter
     }
 
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
+    /// What runs exports (see [`crate::export::pipeline`]).
+    pub(crate) fn runner(&self) -> &ExportRunner {
+        &self.inner.runner
     }
 
-    /// The bounds of the exports' spill files.
-    pub(crate) fn spill_quota(&self) -> &Arc<SpillQuota> {
-        &self.inner.spill
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// The Prometheus text of the admin API's `/metrics`.
@@ -148,6 +162,16 @@ impl FromRef<AppState> for Authenticator {
 impl FromRef<AppState> for Arc<Metrics> {
     fn from_ref(state: &AppState) -> Arc<Metrics> {
         Arc::clone(&state.inner.metrics)
+    }
+}
+
+impl FromRef<AppState> for ReadyCheck {
+    fn from_ref(state: &AppState) -> ReadyCheck {
+        ReadyCheck {
+            readiness: Arc::clone(&state.inner.readiness),
+            engine: Arc::clone(&state.inner.engine),
+            auth: state.inner.auth.clone(),
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use common::*;
 use http::{HeaderMap, Method, StatusCode};
 use logs_server::Settings;
 use logs_server::auth::TokenHash;
-use logs_server::openapi::{DocumentSettings, OPENAPI_PATH, document, document_json};
+use logs_server::{DocumentSettings, OPENAPI_PATH, document, document_json};
 use serde_json::Value;
 
 fn checked_in_path() -> PathBuf {

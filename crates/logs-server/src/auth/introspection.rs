@@ -18,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Applications, Principal, TokenHash, describe_toml_error};
-use crate::config::ConfigError;
+use super::principal::{Applications, Principal, TokenHash};
+use crate::config::{ConfigError, describe_toml_error};
 use crate::error::{ApiError, AuthProblem};
 
 /// How long a client should wait before retrying when the provider is unavailable.

@@ -1,7 +1,7 @@
 //! Authorization: who is calling (the access token) and what they may do (scopes and
 //! applications).
 //!
-//! The [`require_token`] middleware runs for every route of [`crate::app`] except those in
+//! The `require_token` middleware runs for every route of [`crate::app`] except those in
 //! [`PUBLIC_ROUTES`]: it refuses tokens in the URL, reads `Authorization: OAuth <token>` (or
 //! `Bearer <token>`), asks the token sources and puts the [`Caller`] into the request.
 //! Handlers then take [`ReadAccess`] or [`WriteAccess`], which check the scope: a handler
@@ -11,10 +11,9 @@
 //! hashes, lookups go by hash, the introspection cache is keyed by hash.
 
 pub mod introspection;
+mod principal;
 pub mod tokens_file;
 
-use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
@@ -22,13 +21,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, header};
-use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, AuthProblem};
 use crate::log::RequestLog;
 use crate::metrics::{IntrospectionFigures, Metrics, TokenSourceFigures, TokensFileFigures};
 
 pub use introspection::{IntrospectionConfig, Introspector};
+pub use principal::{Applications, Principal, TokenHash, is_token_syntax};
 pub use tokens_file::{TokenSet, TokenStore};
 
 /// The scope the export and the applications list need.
@@ -40,52 +39,7 @@ pub const WRITE_SCOPE: &str = "service:write";
 /// routes added later and the fallback.
 pub const PUBLIC_ROUTES: [&str; 1] = ["/healthz"];
 
-pub use crate::log::TOKEN_PARAMETERS;
-
-/// The SHA-256 of an access token: the only form in which tokens are kept or compared.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TokenHash(pub [u8; 32]);
-
-impl TokenHash {
-    pub fn of(token: &str) -> TokenHash {
-        TokenHash(Sha256::digest(token.as_bytes()).into())
-    }
-}
-
-impl fmt::Debug for TokenHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("TokenHash(…)")
-    }
-}
-
-/// Which applications a token may read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applications {
-    All,
-    Only(BTreeSet<i64>),
-}
-
-/// What a token grants: a name for logs, scopes, applications.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// Shown in logs instead of the token.
-    pub name: String,
-    pub scopes: BTreeSet<String>,
-    pub applications: Applications,
-}
-
-impl Principal {
-    pub fn has_scope(&self, scope: &str) -> bool {
-        self.scopes.contains(scope)
-    }
-
-    pub fn may_access(&self, application_id: i64) -> bool {
-        match &self.applications {
-            Applications::All => true,
-            Applications::Only(ids) => ids.contains(&application_id),
-        }
-    }
-}
+pub(crate) use crate::log::TOKEN_PARAMETERS;
 
 /// The authenticated caller of one request.
 #[derive(Debug, Clone)]
@@ -145,7 +99,7 @@ pub struct Authenticator {
 
 impl Authenticator {
     /// What the token sources report, for the metrics.
-    pub fn figures(&self) -> TokenSourceFigures {
+    pub(crate) fn figures(&self) -> TokenSourceFigures {
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         TokenSourceFigures {
             tokens_file: self.tokens.as_ref().map(|store| {
@@ -203,7 +157,7 @@ impl Authenticator {
 }
 
 /// The authorization middleware (see the module documentation).
-pub async fn require_token(
+pub(crate) async fn require_token(
     State(auth): State<Authenticator>,
     State(metrics): State<Arc<Metrics>>,
     mut request: Request,
@@ -249,7 +203,7 @@ pub async fn require_token(
 }
 
 /// The name of the first query parameter that looks like an access token.
-pub fn token_in_query(query: Option<&str>) -> Option<String> {
+pub(crate) fn token_in_query(query: Option<&str>) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes())
         .map(|(name, _)| name)
         .find(|name| TOKEN_PARAMETERS.iter().any(|t| t.eq_ignore_ascii_case(name)))
@@ -257,7 +211,7 @@ pub fn token_in_query(query: Option<&str>) -> Option<String> {
 }
 
 /// The token of `Authorization: OAuth <token>` or `Bearer <token>` (schemes in any case).
-pub fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProblem> {
+pub(crate) fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProblem> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let value = values.next().ok_or(AuthProblem::Missing)?;
     if values.next().is_some() {
@@ -271,39 +225,6 @@ pub fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProblem> {
         return Err(AuthProblem::Malformed);
     }
     Ok(token.to_owned())
-}
-
-/// RFC 6750's `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
-pub fn is_token_syntax(token: &str) -> bool {
-    let body = token.trim_end_matches('=');
-    !body.is_empty()
-        && token.len() <= 4096
-        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
-}
-
-/// The TOML error's line and message, with every quoted value blanked out (serde's messages
-/// quote the offending value, which could be a token).
-pub(crate) fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let mut message = String::new();
-    let mut quoted = false;
-    for c in e.message().chars() {
-        if c == '"' {
-            if !quoted {
-                message.push_str("\"…\"");
-            }
-            quoted = !quoted;
-        } else if !quoted {
-            message.push(c);
-        }
-    }
-    let message = message.trim().replace('\n', " ");
-    match e.span() {
-        Some(span) => {
-            let line = text.get(..span.start).map_or(0, |before| before.matches('\n').count()) + 1;
-            format!("line {line}: {message}")
-        }
-        None => message,
-    }
 }
 
 #[cfg(test)]

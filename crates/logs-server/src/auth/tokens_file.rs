@@ -21,8 +21,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::{Applications, Principal, TokenHash, describe_toml_error, is_token_syntax};
-use crate::config::ConfigError;
+use super::principal::{Applications, Principal, TokenHash, is_token_syntax};
+use crate::config::{ConfigError, describe_toml_error};
 
 /// What [`ConfigError`]s call the file.
 const WHAT: &str = "tokens file";

@@ -1,6 +1,6 @@
 //! The way from the producer to the response body: the chunks of encoded rows, the queue
 //! between the two, the buffers they reuse, the spill that takes over when the client stops
-//! reading ([`crate::spill`]), and the body that reads them in order (see [`super`]).
+//! reading ([`crate::spill`]), and the body that reads them in order (see [`super::pipeline`]).
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -13,12 +13,15 @@ use bytes::Bytes;
 use futures::{Future, Stream};
 use tokio::sync::mpsc;
 
-use super::SLICE_BYTES;
 use crate::error::{ApiError, Problem};
 use crate::limits::ExportPermit;
 use crate::log::RequestLog;
 use crate::metrics::{Metrics, Outcome, RunningExport};
 use crate::spill::{Appended, Spill, SpillQuota};
+
+/// Rows are encoded in slices of about this many bytes, so that a batch of long rows never
+/// sits encoded in memory whole.
+pub(super) const SLICE_BYTES: u64 = 512 * 1024;
 
 /// Encoded bytes on their way to the connection, counted in the metrics until taken.
 #[derive(Debug)]

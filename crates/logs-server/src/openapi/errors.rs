@@ -6,14 +6,16 @@ use std::time::Duration;
 use http::StatusCode;
 use logs_core::RequestError;
 use serde_json::{Value, json};
+use utoipa::openapi::path::OperationBuilder;
 use utoipa::openapi::response::{Response as ApiResponse, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, AllOfBuilder, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref};
 
-use super::{header_of, integer, request_id_header};
+use super::parts::{header_of, integer, request_id_header};
 use crate::auth::READ_SCOPE;
 use crate::error::{ApiError, AuthProblem, Problem, REALM};
-use crate::state::Settings;
+use crate::prepared::spool::error::SpoolError;
+use crate::settings::Settings;
 
 /// The body of every error answer (see [`crate::error`]).
 pub(super) fn error_body_schema() -> ObjectBuilder {
@@ -264,11 +266,14 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
              ends with `Try to use more parts.`: split the export with `parts_count` and `part_number`.",
         ),
         (
-            ApiError::SpoolFull { retry_after },
+            ApiError::Spool(SpoolError::Full { needed: 1 << 20, retry_after }),
             "The spool of prepared exports is full (`--spool-max-size`) with exports still being prepared.",
         ),
         (
-            ApiError::SpoolUnavailable { detail: String::new(), retry_after },
+            ApiError::Spool(SpoolError::Io {
+                action: "write",
+                source: std::io::ErrorKind::StorageFull.into(),
+            }),
             "The spool of prepared exports cannot be written or read (a full disk, a failing bucket).",
         ),
         (
@@ -294,8 +299,13 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             | ApiError::IdentityProviderUnavailable { .. }
             | ApiError::FirstByteTimeout { .. }
             | ApiError::TooLargeToPrepare { .. }
-            | ApiError::SpoolFull { .. }
-            | ApiError::SpoolUnavailable { .. }
+            | ApiError::Spool(
+                SpoolError::Full { .. }
+                | SpoolError::Store { .. }
+                | SpoolError::Io { .. }
+                | SpoolError::Gzip(_)
+                | SpoolError::Manifest(_),
+            )
             | ApiError::RangeNotSatisfiable { .. }
             | ApiError::Internal(_) => {}
             ApiError::Engine(
@@ -308,6 +318,28 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
         }
     }
     examples
+}
+
+/// An operation with its tag, id, texts and references to the error answers of `statuses`.
+pub(super) fn operation(
+    tag: &str,
+    id: &str,
+    summary: &str,
+    description: &str,
+    statuses: &[&str],
+) -> OperationBuilder {
+    let mut builder = OperationBuilder::new()
+        .tag(tag)
+        .operation_id(Some(id))
+        .summary(Some(summary))
+        .description(Some(description));
+    for status in statuses {
+        let code = status.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok());
+        if let Some(code) = code {
+            builder = builder.response(*status, Ref::from_response_name(component_name(code)));
+        }
+    }
+    builder
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use utoipa::openapi::schema::{
 };
 use utoipa::openapi::{KnownFormat, Ref, RefOr, Required};
 
-use super::{DocumentSettings, integer};
+use super::parts::{DocumentSettings, integer};
 
 /// The query parameters of the export (spec §4.1), the field filters last (those of the
 /// aliases after the fields').

@@ -6,7 +6,8 @@ use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::SchemaFormat;
 use utoipa::openapi::{ContentBuilder, KnownFormat, Ref, Required};
 
-use super::{integer, operation, request_id_header};
+use super::errors::operation;
+use super::parts::{integer, request_id_header};
 use crate::auth::READ_SCOPE;
 
 /// What both answers say of the fields.

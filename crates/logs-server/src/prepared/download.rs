@@ -15,19 +15,21 @@ use http::{HeaderMap, StatusCode, header};
 use logs_format::Format;
 
 use super::spool::{Manifest, ReadError, Spool};
+use crate::encoding::request_accepts_gzip;
 use crate::error::ApiError;
-use crate::export::{SKIPPED_SHARDS, content_disposition};
+use crate::export::headers::{SKIPPED_SHARDS, content_disposition};
 use crate::log::RowsWhenComplete;
 
-/// The answer to `headers` from the complete export `manifest`.
+/// The answer to `headers` from the complete export `manifest`; `None` if one of its copies
+/// is gone from the spool.
 pub(super) async fn respond(
     spool: &Spool,
     manifest: &Manifest,
     format: Format,
     headers: &HeaderMap,
-) -> Result<Response, ReadError> {
+) -> Result<Option<Response>, ApiError> {
     // The router's middleware has already dropped an `Accept-Encoding` that refuses gzip.
-    let gzip = crate::request_accepts_gzip(headers);
+    let gzip = request_accepts_gzip(headers);
     let copy = if gzip { &manifest.gzip } else { &manifest.plain };
     let etag = format!("\"{}\"", copy.sha256);
     let common = |builder: http::response::Builder| {
@@ -38,7 +40,7 @@ pub(super) async fn respond(
         if gzip { builder.header(header::CONTENT_ENCODING, "gzip") } else { builder }
     };
     let built = |result: Result<Response, http::Error>| {
-        result.map_err(|e| ReadError::Failed(ApiError::Internal(format!("cannot build the response: {e}"))))
+        result.map(Some).map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))
     };
 
     if none_match(headers, &etag) {
@@ -48,7 +50,7 @@ pub(super) async fn respond(
         None => None,
         Some(spec) => match spec.within(copy.bytes) {
             Some(range) => Some(range),
-            None => return Err(ReadError::Failed(ApiError::RangeNotSatisfiable { length: copy.bytes })),
+            None => return Err(ApiError::RangeNotSatisfiable { length: copy.bytes }),
         },
     };
     let (status, bytes) = match &range {
@@ -59,7 +61,11 @@ pub(super) async fn respond(
     let body = if length == 0 {
         Body::empty()
     } else {
-        Body::from_stream(spool.read(manifest, gzip, bytes.clone()).await?)
+        match spool.read(manifest, gzip, bytes.clone()).await {
+            Ok(stream) => Body::from_stream(stream),
+            Err(ReadError::Gone) => return Ok(None),
+            Err(ReadError::Failed(e)) => return Err(e.into()),
+        }
     };
     let mut builder = common(Response::builder().status(status))
         .header(header::CONTENT_TYPE, format.content_type())

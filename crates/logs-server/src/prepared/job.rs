@@ -2,22 +2,30 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use logs_core::ExportRequest;
 use logs_format::Format;
 use tokio::sync::watch;
 
-use super::spool::{self, Lease, Manifest};
-use super::{Job, Prepared, Progress};
+use super::jobs::{Job, Jobs, Progress};
+use super::spool::{self, Lease, Manifest, Spool};
 use crate::error::{ApiError, Problem};
-use crate::export;
+use crate::export::pipeline::ExportRunner;
 use crate::limits::ExportPermit;
-use crate::state::AppState;
 
 /// One job: the export written into the spool.
 pub(super) struct JobRun {
-    pub(super) prepared: Arc<Prepared>,
-    pub(super) state: AppState,
+    pub(super) spool: Arc<Spool>,
+    pub(super) jobs: Arc<Jobs>,
+    /// The largest export a job may write (its plain bytes).
+    pub(super) max_export_bytes: Option<u64>,
+    /// The `Retry-After` of a full spool.
+    pub(super) retry_after: Duration,
+    pub(super) lease_ttl: Duration,
+    pub(super) runner: ExportRunner,
+    /// The gzip level of the compressed copy.
+    pub(super) gzip_level: u32,
     pub(super) format: Format,
     pub(super) request: ExportRequest,
     pub(super) key: String,
@@ -32,14 +40,19 @@ impl JobRun {
     pub(super) async fn run(self, permit: ExportPermit, lease: Lease) {
         // The renewals run in a task of their own, so that a busy job does not delay them.
         let (stop, stopped) = watch::channel(false);
-        let renewing =
-            tokio::spawn(renew_lease(Arc::clone(&self.prepared), lease, Arc::clone(&self.progress), stopped));
+        let renewing = tokio::spawn(renew_lease(
+            Arc::clone(&self.spool),
+            self.lease_ttl,
+            lease,
+            Arc::clone(&self.progress),
+            stopped,
+        ));
         let result = self.prepare(permit).await;
         stop.send_replace(true);
         // The lease goes before the job leaves the table: a request here meanwhile joins the
         // job (and then finds the export), one elsewhere finds the export or the failure's end.
         match renewing.await {
-            Ok(lease) => self.prepared.spool.give_up(lease).await,
+            Ok(lease) => self.spool.give_up(lease).await,
             Err(e) => {
                 tracing::warn!(key = %self.key, error = %e, "the lease's renewal failed; it will expire")
             }
@@ -48,7 +61,7 @@ impl JobRun {
     }
 
     fn finish(&self, result: Result<u64, Problem>) {
-        let mut jobs = self.prepared.lock();
+        let mut jobs = self.jobs.lock();
         match result {
             Ok(rows) => {
                 tracing::info!(key = %self.key, rows, "export prepared");
@@ -66,24 +79,21 @@ impl JobRun {
 
     /// Runs the export into the spool; the rows written.
     async fn prepare(&self, permit: ExportPermit) -> Result<u64, Problem> {
-        let prepared = &self.prepared;
-        let mut started = export::start(&self.state, self.format, &self.request, permit, None)
-            .await
-            .map_err(|e| e.problem())?;
+        let mut started =
+            self.runner.start(self.format, &self.request, permit, None).await.map_err(|e| e.problem())?;
         let extension = plain_extension(self.format);
-        let mut writer =
-            prepared.spool.writer(&self.key, &self.job, extension, self.state.settings().gzip_level);
+        let mut writer = self.spool.writer(&self.key, &self.job, extension, self.gzip_level);
         let mut reserved = 0;
         let written: Result<(), Problem> = async {
             while let Some(chunk) = started.chunks.next_chunk().await? {
                 let length = chunk.len() as u64;
-                if let Some(max) = prepared.config.max_export_bytes
+                if let Some(max) = self.max_export_bytes
                     && writer.plain_bytes() + length > max
                 {
                     return Err(ApiError::TooLargeToPrepare { max_bytes: max }.problem());
                 }
-                let write = writer.write(&prepared.spool, chunk, prepared.config.retry_after);
-                reserved += write.await.map_err(|e| e.problem())?;
+                let write = writer.write(&self.spool, chunk, self.retry_after);
+                reserved += write.await.map_err(|e| ApiError::from(e).problem())?;
                 self.progress.bytes.store(writer.plain_bytes(), Ordering::Relaxed);
                 self.progress.rows.store(started.rows.load(Ordering::Relaxed), Ordering::Relaxed);
                 let (covered, total) = started.scan.get();
@@ -105,7 +115,7 @@ impl JobRun {
                 Err(problem)
             }
         };
-        prepared.spool.release(reserved);
+        self.spool.release(reserved);
         result
     }
 
@@ -113,13 +123,13 @@ impl JobRun {
     async fn commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
         let committed = self.try_commit(writer, skipped).await;
         if committed.is_err() {
-            self.prepared.spool.discard(&self.key, &self.job, plain_extension(self.format)).await;
+            self.spool.discard(&self.key, &self.job, plain_extension(self.format)).await;
         }
         committed
     }
 
     async fn try_commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
-        let (plain, gzip) = writer.finish().await.map_err(|e| e.problem())?;
+        let (plain, gzip) = writer.finish().await.map_err(|e| ApiError::from(e).problem())?;
         let rows = self.progress.rows.load(Ordering::Relaxed);
         let manifest = Manifest {
             version: spool::MANIFEST_VERSION,
@@ -132,7 +142,7 @@ impl JobRun {
             plain,
             gzip,
         };
-        let standing = self.prepared.spool.commit(manifest).await.map_err(|e| e.problem())?;
+        let standing = self.spool.commit(manifest).await.map_err(|e| ApiError::from(e).problem())?;
         if standing.job != self.job {
             tracing::info!(
                 key = %self.key,
@@ -155,17 +165,17 @@ fn plain_extension(format: Format) -> &'static str {
 /// Renews `lease` every third of its time, with the job's progress, until `stop`; then hands
 /// it back.
 async fn renew_lease(
-    prepared: Arc<Prepared>,
+    spool: Arc<Spool>,
+    ttl: Duration,
     mut lease: Lease,
     progress: Arc<Progress>,
     mut stop: watch::Receiver<bool>,
 ) -> Lease {
-    let ttl = prepared.config.lease_ttl;
     loop {
         tokio::select! {
             _ = stop.changed() => return lease,
             () = tokio::time::sleep(ttl / 3) => {
-                if !prepared.spool.renew(&mut lease, ttl, progress.snapshot()).await {
+                if !spool.renew(&mut lease, ttl, progress.snapshot()).await {
                     tracing::warn!("the lease of a running job was lost; the job goes on");
                 }
             }

@@ -11,8 +11,8 @@
 //! policy `always`:              every export           → prepared
 //! ```
 //!
-//! A prepared request, by its key (everything that changes the bytes, see [`key`]):
-//! - complete in the spool and not expired → the file ([`download`]);
+//! A prepared request, by its key (everything that changes the bytes, see `key`):
+//! - complete in the spool and not expired → the file (`download`);
 //! - being prepared → `202 Accepted`, `Retry-After` and how far the job has got: a repeated
 //!   request joins the job, whoever sends it (each caller's rights are checked before);
 //! - its job failed → that failure's status and JSON body, once; the next request starts again;
@@ -25,7 +25,7 @@
 //! parts." so that a client splits it with `parts_count` and `part_number`.
 //!
 //! Jobs run to their end whether or not anyone asks again; only complete exports are ever
-//! served (see [`spool`] for what a crash leaves and how it is swept).
+//! served (see `spool` for what a crash leaves and how it is swept).
 //!
 //! Processes sharing a spool (replicas over one bucket) share its exports: one prepared by
 //! any is served by all, and a job takes the export's lease in the spool first, so that a
@@ -33,110 +33,66 @@
 //! instead of preparing it again. A replica that dies stops renewing its lease; once it has
 //! expired (`lease_ttl`), the next request takes the job over.
 
+mod config;
 mod download;
 mod job;
-mod spool;
+mod jobs;
+pub(crate) mod spool;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use logs_core::{DatasetLocation, ExportRequest, S3Options};
+use logs_core::{ExportRequest, S3Options};
 use logs_format::{Format, JsonIntegers};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokio::sync::watch;
 
-use crate::auth::Caller;
+use crate::auth::TokenHash;
 use crate::config::ConfigError;
 use crate::error::{ApiError, Problem};
+use crate::export::pipeline::ExportRunner;
 use crate::server::WriteStall;
-use crate::state::AppState;
+pub use config::{PreparePolicy, PreparedConfig};
 use job::JobRun;
-use spool::{Claim, JobProgress, ReadError, Spool, random_hex, waiter};
+use jobs::{Job, Jobs, Preparing, Progress};
+use spool::{Claim, Spool, random_hex, waiter};
 
 /// How often a request waiting for another process's job looks for its export in the spool.
 const ELSEWHERE_POLL: Duration = Duration::from_millis(250);
 
-/// When exports are prepared rather than streamed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PreparePolicy {
-    /// When the request says `Prefer: respond-async`.
-    #[default]
-    Requested,
-    /// Always: for clients written for the original API, which repeat a request on `202`
-    /// without asking for it.
-    Always,
-}
-
-/// The operator's settings of prepared exports.
-#[derive(Debug, Clone)]
-pub struct PreparedConfig {
-    pub policy: PreparePolicy,
-    /// A local folder or an `s3://bucket/prefix` (with the dataset's S3 settings).
-    pub spool: DatasetLocation,
-    /// How long a complete export is served (and reused) after it was prepared.
-    pub ttl: Duration,
-    /// The most bytes the spool holds, both copies of every export counted.
-    pub max_spool_bytes: u64,
-    /// The largest prepared export (its plain bytes); larger: 400 "Try to use more parts.".
-    pub max_export_bytes: Option<u64>,
-    /// The `Retry-After` of `202` when the job's remaining time cannot be estimated yet (else
-    /// the estimate, from 1 s to the larger of this and 60 s).
-    pub retry_after: Duration,
-    /// How long a request waits for a job it started or joined before it answers `202`
-    /// (`Prefer: wait=N` asks for another time); a job done by then is answered `200`.
-    pub wait: Duration,
-    /// How long a client downloading a complete export may read nothing before its connection
-    /// is closed (streamed exports keep the server's write timeout).
-    pub download_write_timeout: Duration,
-    /// How long a job's lease lasts unless renewed (a third of it apart): how soon another
-    /// process sharing the spool takes over the job of one that died.
-    pub lease_ttl: Duration,
-}
-
-impl PreparedConfig {
-    /// How often the spool is swept: every half of the time to keep exports or every lease
-    /// time, whichever is shorter, from 1 s to 1 min.
-    fn sweep_period(&self) -> Duration {
-        (self.ttl / 2).min(self.lease_ttl).clamp(Duration::from_secs(1), Duration::from_secs(60))
-    }
-
-    /// Policy `requested`, kept 1 hour, 10 GiB in all, no size limit per export, `Retry-After: 5`
-    /// before an estimate, 2 seconds of wait, 15 minutes of download stall, leases of 30 seconds.
-    pub fn new(spool: DatasetLocation) -> PreparedConfig {
-        PreparedConfig {
-            policy: PreparePolicy::Requested,
-            spool,
-            ttl: Duration::from_secs(3600),
-            max_spool_bytes: 10 << 30,
-            max_export_bytes: None,
-            retry_after: Duration::from_secs(5),
-            wait: Duration::from_secs(2),
-            download_write_timeout: Duration::from_secs(15 * 60),
-            lease_ttl: Duration::from_secs(30),
-        }
-    }
+/// An export request as prepared exports see it: the caller's rights on its application have
+/// been checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PrepareRequest<'a> {
+    pub format: Format,
+    pub request: &'a ExportRequest,
+    /// The caller's token: jobs count against its export limit, and no-cache waits are its.
+    pub token: &'a TokenHash,
+    pub headers: &'a HeaderMap,
+    /// The connection's write stall, which a download of a complete export extends.
+    pub stall: Option<&'a WriteStall>,
 }
 
 /// Prepared exports: the spool and the jobs running (see the module documentation).
 #[derive(Debug)]
 pub struct Prepared {
     config: PreparedConfig,
-    spool: Spool,
+    spool: Arc<Spool>,
     /// This process, as leases name it.
     owner: String,
-    jobs: Mutex<HashMap<String, Job>>,
+    jobs: Arc<Jobs>,
 }
 
-#[derive(Debug)]
-enum Job {
-    Running(Arc<Progress>),
-    /// What the next request for it is answered.
-    Failed(Problem),
+/// What starting a job takes (see [`Prepared::join_or_start`]).
+struct JobStart<'a> {
+    runner: &'a ExportRunner,
+    gzip_level: u32,
+    format: Format,
+    request: &'a ExportRequest,
+    token: &'a TokenHash,
+    key: &'a str,
+    fresh: bool,
 }
 
 /// What a prepared request finds in the table of jobs.
@@ -146,87 +102,6 @@ enum Joined {
     Complete,
     /// Another process sharing the spool prepares it (with this job, if its lease says).
     Elsewhere(Preparing, Option<String>),
-}
-
-/// How far a job of this process has got.
-#[derive(Debug)]
-struct Progress {
-    /// The job's id.
-    job: String,
-    started: Instant,
-    rows: AtomicU64,
-    bytes: AtomicU64,
-    /// Bytes of the selected files the scan has covered, and their total.
-    covered: AtomicU64,
-    total: AtomicU64,
-    /// Turns true when the job has ended, either way.
-    ended: watch::Sender<bool>,
-}
-
-/// The body of `202 Accepted`, and what its `Retry-After` is estimated from.
-#[derive(Debug, Clone, Serialize)]
-struct Preparing {
-    status: &'static str,
-    /// Rows and bytes (of the plain copy) written so far.
-    rows: u64,
-    bytes: u64,
-    /// Since the job started.
-    seconds: f64,
-    #[serde(skip)]
-    covered: u64,
-    #[serde(skip)]
-    total: u64,
-}
-
-impl Preparing {
-    fn new(progress: JobProgress, seconds: f64) -> Preparing {
-        Preparing {
-            status: "preparing",
-            rows: progress.rows,
-            bytes: progress.bytes,
-            seconds,
-            covered: progress.covered,
-            total: progress.total,
-        }
-    }
-
-    /// The seconds the job still needs, if its scan's progress tells: the time so far, times
-    /// what is left of the scan over what is done.
-    fn remaining(&self) -> Option<f64> {
-        if self.covered == 0 || self.total == 0 || self.seconds <= 0.0 {
-            return None;
-        }
-        let left = self.total.saturating_sub(self.covered) as f64;
-        Some(self.seconds * left / self.covered as f64)
-    }
-}
-
-impl Progress {
-    fn new(job: String) -> Progress {
-        let (ended, _) = watch::channel(false);
-        Progress {
-            job,
-            started: Instant::now(),
-            rows: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            covered: AtomicU64::new(0),
-            total: AtomicU64::new(0),
-            ended,
-        }
-    }
-
-    fn snapshot(&self) -> JobProgress {
-        JobProgress {
-            rows: self.rows.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            covered: self.covered.load(Ordering::Relaxed),
-            total: self.total.load(Ordering::Relaxed),
-        }
-    }
-
-    fn preparing(&self) -> Preparing {
-        Preparing::new(self.snapshot(), (self.started.elapsed().as_millis() as f64) / 1000.0)
-    }
 }
 
 impl Prepared {
@@ -244,7 +119,7 @@ impl Prepared {
         }
         let spool = Spool::open(&config.spool, s3, config.ttl, config.max_spool_bytes).await?;
         let owner = random_hex(8);
-        let prepared = Arc::new(Prepared { config, spool, owner, jobs: Mutex::default() });
+        let prepared = Arc::new(Prepared { config, spool: Arc::new(spool), owner, jobs: Arc::default() });
         let period = prepared.config.sweep_period();
         let weak = Arc::downgrade(&prepared);
         tokio::spawn(async move {
@@ -266,22 +141,20 @@ impl Prepared {
     }
 
     /// The answer to an export request that the policy prepares, or `None` for one to stream.
-    /// The caller's rights on the application have been checked.
+    /// Jobs run their exports with `runner` and compress their gzip copy at `gzip_level`.
     ///
     /// `Cache-Control: no-cache` (RFC 9111 §5.2.1.4: no stored answer without validation) is
     /// kept from looping: a client answered `202` for a job is recorded as waiting for it, and
     /// its next no-cache request is answered with that job's export — the answer to its own
     /// request, not a stored one. Any other complete export is set aside and a new job
     /// started; a running job is joined, never restarted.
-    pub async fn respond(
+    pub(crate) async fn respond(
         self: &Arc<Self>,
-        state: &AppState,
-        format: Format,
-        request: &ExportRequest,
-        caller: &Caller,
-        headers: &HeaderMap,
-        stall: Option<&WriteStall>,
+        runner: &ExportRunner,
+        gzip_level: u32,
+        asked: PrepareRequest<'_>,
     ) -> Result<Option<Response>, ApiError> {
+        let PrepareRequest { format, request, token, headers, stall } = asked;
         let preferences = Preferences::of(headers);
         let asked = self.config.policy == PreparePolicy::Always || preferences.respond_async;
         let conditional = [header::RANGE, header::IF_NONE_MATCH, header::IF_RANGE]
@@ -290,9 +163,9 @@ impl Prepared {
         if !asked && !conditional {
             return Ok(None);
         }
-        let key = key(format, request, state.settings().json_integers);
+        let key = key(format, request, runner.json_integers());
         // Only no-cache requests need to know whom a job is for.
-        let waiter = no_cache(headers).then(|| waiter(&key, &caller.token));
+        let waiter = no_cache(headers).then(|| waiter(&key, token));
         let fresh = match &waiter {
             Some(waiter) => !self.waits_for_stored(&key, waiter).await,
             None => false,
@@ -304,11 +177,12 @@ impl Prepared {
         if !asked {
             return Ok(None);
         }
-        let wait = preferences.wait.unwrap_or(self.config.wait).min(state.settings().first_byte_timeout);
+        let wait = preferences.wait.unwrap_or(self.config.wait).min(runner.first_byte_timeout());
         let mut attempts = 0;
         let progress = loop {
             attempts += 1;
-            match self.join_or_start(state, format, request, caller, &key, fresh).await? {
+            let job = JobStart { runner, gzip_level, format, request, token, key: &key, fresh };
+            match self.join_or_start(job).await? {
                 Joined::Running(progress) => break progress,
                 Joined::Failed(failure) => return Ok(Some(failure.into_response())),
                 Joined::Elsewhere(preparing, job) => {
@@ -380,34 +254,26 @@ impl Prepared {
         stall: Option<&WriteStall>,
     ) -> Result<Option<Response>, ApiError> {
         let Some(manifest) = self.spool.find(key).await else { return Ok(None) };
-        match download::respond(&self.spool, &manifest, format, headers).await {
-            Ok(response) => {
+        match download::respond(&self.spool, &manifest, format, headers).await? {
+            Some(response) => {
                 if let Some(stall) = stall {
                     stall.allow(self.config.download_write_timeout);
                 }
                 Ok(Some(response))
             }
-            Err(ReadError::Gone) => {
+            None => {
                 self.spool.forget_gone(&manifest).await;
                 Ok(None)
             }
-            Err(ReadError::Failed(e)) => Err(e),
         }
     }
 
     /// The running job of `key`, or a new one; or the failure of its last job, once; or
     /// `Complete` if its job has completed since the spool was looked at.
-    async fn join_or_start(
-        self: &Arc<Self>,
-        state: &AppState,
-        format: Format,
-        request: &ExportRequest,
-        caller: &Caller,
-        key: &str,
-        fresh: bool,
-    ) -> Result<Joined, ApiError> {
+    async fn join_or_start(self: &Arc<Self>, start: JobStart<'_>) -> Result<Joined, ApiError> {
+        let JobStart { runner, gzip_level, format, request, token, key, fresh } = start;
         {
-            let mut jobs = self.lock();
+            let mut jobs = self.jobs.lock();
             match jobs.remove(key) {
                 Some(Job::Running(progress)) => {
                     jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
@@ -422,7 +288,7 @@ impl Prepared {
         } else if self.spool.find(key).await.is_some() {
             return Ok(Joined::Complete);
         }
-        let permit = state.limiter().acquire(caller.token)?;
+        let permit = runner.acquire(*token)?;
         let job = random_hex(8);
         let lease = match self.spool.claim(key, &self.owner, &job, self.config.lease_ttl).await? {
             Claim::Owned(lease) => lease,
@@ -437,8 +303,13 @@ impl Prepared {
         }
         let progress = Arc::new(Progress::new(job.clone()));
         let job = JobRun {
-            prepared: Arc::clone(self),
-            state: state.clone(),
+            spool: Arc::clone(&self.spool),
+            jobs: Arc::clone(&self.jobs),
+            max_export_bytes: self.config.max_export_bytes,
+            retry_after: self.config.retry_after,
+            lease_ttl: self.config.lease_ttl,
+            runner: runner.clone(),
+            gzip_level,
             format,
             request: request.clone(),
             key: key.to_owned(),
@@ -449,7 +320,7 @@ impl Prepared {
         // metric shows is in the log.
         tracing::info!(key, job = %job.job, application_id = request.application_id(), "preparing an export");
         {
-            let mut jobs = self.lock();
+            let mut jobs = self.jobs.lock();
             jobs.insert(key.to_owned(), Job::Running(Arc::clone(&progress)));
         }
         tokio::spawn(job.run(permit, lease));
@@ -457,7 +328,7 @@ impl Prepared {
     }
 
     fn take_failure(&self, key: &str) -> Option<Problem> {
-        let mut jobs = self.lock();
+        let mut jobs = self.jobs.lock();
         match jobs.remove(key) {
             Some(Job::Failed(problem)) => Some(problem),
             Some(running) => {
@@ -491,14 +362,10 @@ impl Prepared {
         response
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Bytes of complete exports in the spool, bytes running jobs have written, and jobs running.
     pub fn usage(&self) -> (u64, u64, usize) {
         let (stored, reserved) = self.spool.usage();
-        let running = self.lock().values().filter(|job| matches!(job, Job::Running(_))).count();
+        let running = self.jobs.lock().values().filter(|job| matches!(job, Job::Running(_))).count();
         (stored, reserved, running)
     }
 
@@ -520,7 +387,7 @@ impl Prepared {
 /// the format, the application, range and dimension, the columns (names as requested, and
 /// what each is made of), the filters (in a fixed order), the limit, the BOM, the skip policy,
 /// the parts, how JSON writes integers, and this program's version.
-pub fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
+pub(crate) fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
     let mut filters: Vec<String> =
         request.filters().iter().map(|f| format!("{:?}={:?}", f.field, f.value)).collect();
     filters.sort();
@@ -583,8 +450,9 @@ fn no_cache(headers: &HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::spool::JobProgress;
     use super::*;
-    use logs_core::RequestPolicy;
+    use logs_core::{DatasetLocation, RequestPolicy};
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut headers = HeaderMap::new();

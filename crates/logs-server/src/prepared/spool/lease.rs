@@ -10,8 +10,9 @@ use logs_core::object_store::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{Spool, now_ms, spool_error};
-use crate::error::ApiError;
+use super::error::SpoolError;
+use super::manifest::now_ms;
+use super::store::Spool;
 
 /// What a lease object holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -68,7 +69,7 @@ impl Spool {
     /// Claims the right to prepare `key` with job `job` for `owner` until `ttl` from now:
     /// creates its lease if there is none, takes it over if it has expired; or says how far its
     /// holder has got.
-    pub async fn claim(&self, key: &str, owner: &str, job: &str, ttl: Duration) -> Result<Claim, ApiError> {
+    pub async fn claim(&self, key: &str, owner: &str, job: &str, ttl: Duration) -> Result<Claim, SpoolError> {
         let path = self.path(&format!("{key}.lease"));
         let started = now_ms();
         let body = LeaseBody {
@@ -93,13 +94,13 @@ impl Spool {
             match self.store.put_opts(&path, payload(), PutMode::Create.into()).await {
                 Ok(put) => return Ok(owned(put.e_tag)),
                 Err(ObjectStoreError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(spool_error("write", &e)),
+                Err(e) => return Err(SpoolError::store("write")(e)),
             }
             let (held, e_tag) = match self.read_lease(&path).await {
                 Ok(lease) => lease,
                 // Released in between: try again.
                 Err(ObjectStoreError::NotFound { .. }) => continue,
-                Err(e) => return Err(spool_error("read", &e)),
+                Err(e) => return Err(SpoolError::store("read")(e)),
             };
             if let Some(held) = &held
                 && held.expires > now_ms()
@@ -120,7 +121,7 @@ impl Spool {
                 Err(ObjectStoreError::Precondition { .. } | ObjectStoreError::AlreadyExists { .. }) => {
                     return Ok(unknown);
                 }
-                Err(e) => return Err(spool_error("write", &e)),
+                Err(e) => return Err(SpoolError::store("write")(e)),
             }
         }
         Ok(unknown)

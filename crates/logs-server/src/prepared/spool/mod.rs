@@ -34,13 +34,13 @@
 //!
 //! The spool's size is bounded: a job reserves room for each chunk it writes (both copies)
 //! before writing it; when the bound is reached the oldest complete exports are deleted, and
-//! when nothing is left to delete the job fails with 503 `spool_full`.
+//! when nothing is left to delete the job fails with [`SpoolError::Full`].
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -51,121 +51,31 @@ use logs_core::object_store::{
     Error as ObjectStoreError, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutPayload,
 };
 use logs_core::{DatasetLocation, S3Options};
-use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigError;
-use crate::error::ApiError;
 
+pub(crate) mod error;
 mod lease;
+mod manifest;
+mod store;
 mod waiting;
 mod writer;
 
+pub use error::SpoolError;
 pub use lease::{Claim, JobProgress, Lease};
+pub use manifest::{MANIFEST_VERSION, Manifest, now, random_hex};
+use manifest::{copy_name, now_ms};
+use store::Indexed;
+pub use store::Spool;
 pub use waiting::waiter;
 pub use writer::SpoolWriter;
-
-/// The manifest's format version: a manifest of another version is not trusted.
-pub const MANIFEST_VERSION: u32 = 2;
-
-/// What a complete prepared export is: written last, as `<key>.manifest.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub version: u32,
-    pub key: String,
-    /// The job that wrote the copies.
-    pub job: String,
-    /// `csv` or `json`.
-    pub extension: String,
-    /// When it was completed, in Unix seconds.
-    pub created: u64,
-    pub rows: u64,
-    /// Unreadable files that `skip_unavailable_shards=true` left out.
-    pub skipped_shards: u64,
-    pub plain: Representation,
-    pub gzip: Representation,
-}
-
-/// One copy of a prepared export.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Representation {
-    pub bytes: u64,
-    /// Of the copy's bytes, as hex: the copy's strong `ETag`.
-    pub sha256: String,
-}
-
-impl Manifest {
-    /// Both copies' bytes: what the export takes in the spool.
-    pub fn size(&self) -> u64 {
-        self.plain.bytes + self.gzip.bytes
-    }
-
-    fn copy_name(&self, gzip: bool) -> String {
-        copy_name(&self.key, &self.job, &self.extension, gzip)
-    }
-}
-
-fn copy_name(key: &str, job: &str, extension: &str, gzip: bool) -> String {
-    format!("{key}.{job}.{extension}{}", if gzip { ".gz" } else { "" })
-}
-
-/// The spool (see the module documentation).
-#[derive(Debug)]
-pub struct Spool {
-    store: Arc<dyn ObjectStore>,
-    prefix: ObjectPath,
-    /// The folder of a local spool (its store cannot update objects conditionally, and hides
-    /// the temporary files of unfinished writes).
-    local_root: Option<PathBuf>,
-    ttl: Duration,
-    max_bytes: u64,
-    index: Mutex<Index>,
-}
-
-#[derive(Debug, Default)]
-struct Index {
-    complete: HashMap<String, Indexed>,
-    /// Bytes of the complete exports.
-    stored: u64,
-    /// Bytes that running jobs have written so far.
-    reserved: u64,
-}
-
-impl Index {
-    /// Indexes `export`, in place of what was known of its key.
-    fn add(&mut self, export: Indexed) {
-        self.stored += export.manifest.size();
-        if let Some(old) = self.complete.insert(export.manifest.key.clone(), export) {
-            self.stored -= old.manifest.size();
-        }
-    }
-
-    /// Forgets `key` (only if it is `job`'s export, when given); what was forgotten.
-    fn forget(&mut self, key: &str, job: Option<&str>) -> Option<Arc<Manifest>> {
-        let known = self.complete.get(key)?;
-        if job.is_some_and(|job| known.manifest.job != job) {
-            return None;
-        }
-        let known = self.complete.remove(key)?;
-        self.stored -= known.manifest.size();
-        Some(known.manifest)
-    }
-}
-
-/// A complete export as this process knows it.
-#[derive(Debug, Clone)]
-struct Indexed {
-    manifest: Arc<Manifest>,
-    /// The manifest object's `ETag` when this process wrote or read it: a listing that shows
-    /// another means that the export was deleted and prepared again since.
-    etag: Option<String>,
-}
 
 /// Why an object of the spool could not be read.
 #[derive(Debug)]
 pub enum ReadError {
     /// It is gone (deleted by another sweep, or by hand).
     Gone,
-    Failed(ApiError),
+    Failed(SpoolError),
 }
 
 impl Spool {
@@ -287,8 +197,8 @@ impl Spool {
     }
 
     /// Room for `bytes` more: the oldest complete exports are deleted to make it; 503
-    /// `spool_full` if even an empty spool would not hold it.
-    pub async fn reserve(&self, bytes: u64, retry_after: Duration) -> Result<(), ApiError> {
+    /// [`SpoolError::Full`] if even an empty spool would not hold it.
+    pub async fn reserve(&self, bytes: u64, retry_after: Duration) -> Result<(), SpoolError> {
         let evicted = {
             let mut index = self.lock();
             let mut evicted = Vec::new();
@@ -310,7 +220,7 @@ impl Spool {
             tracing::info!(key = %manifest.key, "a prepared export was deleted to make room in the spool");
             self.delete(&manifest).await;
         }
-        if fits { Ok(()) } else { Err(ApiError::SpoolFull { retry_after }) }
+        if fits { Ok(()) } else { Err(SpoolError::Full { needed: bytes, retry_after }) }
     }
 
     /// Gives back room reserved with [`Spool::reserve`].
@@ -327,9 +237,8 @@ impl Spool {
     /// created only if absent, so the first job to complete stands and the second deletes its
     /// own copies: every process then knows the same copies, and no sweep deletes those that
     /// another process serves.
-    pub async fn commit(&self, manifest: Manifest) -> Result<Arc<Manifest>, ApiError> {
-        let json = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| ApiError::Internal(format!("cannot write a manifest: {e}")))?;
+    pub async fn commit(&self, manifest: Manifest) -> Result<Arc<Manifest>, SpoolError> {
+        let json = serde_json::to_vec_pretty(&manifest).map_err(SpoolError::Manifest)?;
         let path = self.manifest_path(&manifest.key);
         let written = |mode: PutMode| self.store.put_opts(&path, PutPayload::from(json.clone()), mode.into());
         let standing = match written(PutMode::Create).await {
@@ -342,12 +251,12 @@ impl Spool {
                     }
                     // Expired, or not a manifest: what the sweep would delete.
                     None => {
-                        let put = written(PutMode::Overwrite).await.map_err(|e| spool_error("write", &e))?;
+                        let put = written(PutMode::Overwrite).await.map_err(SpoolError::store("write"))?;
                         Indexed { manifest: Arc::new(manifest), etag: put.e_tag }
                     }
                 }
             }
-            Err(e) => return Err(spool_error("write", &e)),
+            Err(e) => return Err(SpoolError::store("write")(e)),
         };
         let manifest = Arc::clone(&standing.manifest);
         self.lock().add(standing);
@@ -366,7 +275,7 @@ impl Spool {
         match self.store.get_opts(&self.path(&name), options).await {
             Ok(result) => Ok(result.into_stream().map_err(std::io::Error::other).boxed()),
             Err(ObjectStoreError::NotFound { .. }) => Err(ReadError::Gone),
-            Err(e) => Err(ReadError::Failed(spool_error("read", &e))),
+            Err(e) => Err(ReadError::Failed(SpoolError::store("read")(e))),
         }
     }
 
@@ -374,24 +283,6 @@ impl Spool {
     pub fn usage(&self) -> (u64, u64) {
         let index = self.lock();
         (index.stored, index.reserved)
-    }
-
-    /// Kept at least the time to keep: `created` is in whole seconds, so an export is expired
-    /// only once more than that many whole seconds have passed (it lives `ttl` to `ttl` + 1 s).
-    fn expired(&self, manifest: &Manifest) -> bool {
-        now().saturating_sub(manifest.created) > self.ttl.as_secs().max(1)
-    }
-
-    fn path(&self, name: &str) -> ObjectPath {
-        self.prefix.clone().join(name)
-    }
-
-    fn manifest_path(&self, key: &str) -> ObjectPath {
-        self.path(&format!("{key}.manifest.json"))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Deletes the copies that `job`, which could not complete, wrote of export `key`.
@@ -410,13 +301,6 @@ impl Spool {
     async fn delete_copies(&self, manifest: &Manifest) {
         for gzip in [false, true] {
             self.delete_object(&self.path(&manifest.copy_name(gzip))).await;
-        }
-    }
-
-    async fn delete_object(&self, path: &ObjectPath) {
-        match self.store.delete(path).await {
-            Ok(()) | Err(ObjectStoreError::NotFound { .. }) => {}
-            Err(e) => tracing::warn!(object = %path, error = %e, "cannot delete an object of the spool"),
         }
     }
 
@@ -492,14 +376,6 @@ impl Spool {
     }
 }
 
-/// The spool's storage failed (503; the detail, which names the object, goes to the log).
-fn spool_error(what: &str, error: &dyn std::fmt::Display) -> ApiError {
-    ApiError::SpoolUnavailable {
-        detail: format!("cannot {what} the spool: {error}"),
-        retry_after: Duration::from_secs(5),
-    }
-}
-
 /// A local store's unfinished writes are files named `<object>#<n>`, which its listing hides:
 /// those of exports without a live lease are deleted.
 fn remove_unfinished_writes(root: &Path, live: &HashSet<String>) {
@@ -518,22 +394,6 @@ fn remove_unfinished_writes(root: &Path, live: &HashSet<String>) {
             }
         }
     }
-}
-
-/// Unix seconds now.
-pub fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// `bytes` random bytes as hex: names that no two processes or jobs pick alike.
-pub fn random_hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    rand::RngCore::fill_bytes(&mut rand::rng(), &mut buffer);
-    hex::encode(buffer)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

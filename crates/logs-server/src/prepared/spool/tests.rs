@@ -1,5 +1,6 @@
 //! The spool's tests: writes read back, sweeps, leases, the bound, other processes' exports.
 
+use super::manifest::Representation;
 use super::*;
 use sha2::{Digest, Sha256};
 
@@ -168,7 +169,7 @@ async fn the_bound_deletes_the_oldest_exports_then_refuses() {
     assert!(spool.lookup("b").is_some());
     assert!(!dir.path().join("a.manifest.json").exists());
     let full = spool.reserve(600, Duration::from_secs(1)).await.unwrap_err();
-    assert!(matches!(full, ApiError::SpoolFull { .. }), "{full:?}");
+    assert!(matches!(full, SpoolError::Full { needed: 600, .. }), "{full:?}");
     assert!(spool.lookup("b").is_none(), "everything complete was deleted first");
     assert_eq!(spool.usage(), (0, 500));
     spool.reserve(100, Duration::from_secs(1)).await.unwrap();

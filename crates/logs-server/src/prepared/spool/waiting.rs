@@ -7,7 +7,7 @@
 use logs_core::object_store::{ObjectStoreExt, PutPayload};
 use sha2::{Digest, Sha256};
 
-use super::Spool;
+use super::store::Spool;
 use crate::auth::TokenHash;
 
 /// Names a client (by its token) for one export, without anything that gives the token away.

@@ -11,8 +11,9 @@ use logs_core::object_store::buffered::BufWriter;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::{Representation, Spool, copy_name, spool_error};
-use crate::error::ApiError;
+use super::error::SpoolError;
+use super::manifest::{Representation, copy_name};
+use super::store::Spool;
 
 /// Bytes each copy buffers before its upload starts (and the size of an upload's parts).
 const WRITE_BUFFER: usize = 8 * 1024 * 1024;
@@ -54,14 +55,14 @@ impl SpoolWriter {
         spool: &Spool,
         chunk: Bytes,
         retry_after: Duration,
-    ) -> Result<u64, ApiError> {
-        self.encoder.write_all(&chunk).map_err(|e| ApiError::Internal(format!("gzip: {e}")))?;
+    ) -> Result<u64, SpoolError> {
+        self.encoder.write_all(&chunk).map_err(SpoolError::Gzip)?;
         let compressed = std::mem::take(self.encoder.get_mut());
         let added = chunk.len() as u64 + compressed.len() as u64;
         spool.reserve(added, retry_after).await?;
         self.plain_sha.update(&chunk);
         self.plain_bytes += chunk.len() as u64;
-        self.plain.put(chunk).await.map_err(|e| spool_error("write", &e))?;
+        self.plain.put(chunk).await.map_err(SpoolError::store("write"))?;
         self.put_gzip(compressed).await?;
         Ok(added)
     }
@@ -72,12 +73,12 @@ impl SpoolWriter {
     }
 
     /// Completes both copies; their sizes and hashes.
-    pub async fn finish(mut self) -> Result<(Representation, Representation), ApiError> {
+    pub async fn finish(mut self) -> Result<(Representation, Representation), SpoolError> {
         let encoder = std::mem::replace(&mut self.encoder, GzEncoder::new(Vec::new(), Compression::fast()));
-        let tail = encoder.finish().map_err(|e| ApiError::Internal(format!("gzip: {e}")))?;
+        let tail = encoder.finish().map_err(SpoolError::Gzip)?;
         self.put_gzip(tail).await?;
-        self.plain.shutdown().await.map_err(|e| spool_error("write", &e))?;
-        self.gzip.shutdown().await.map_err(|e| spool_error("write", &e))?;
+        self.plain.shutdown().await.map_err(|source| SpoolError::Io { action: "write", source })?;
+        self.gzip.shutdown().await.map_err(|source| SpoolError::Io { action: "write", source })?;
         let plain =
             Representation { bytes: self.plain_bytes, sha256: hex::encode(self.plain_sha.finalize_reset()) };
         let gzip =
@@ -91,12 +92,12 @@ impl SpoolWriter {
         let _ = self.gzip.abort().await;
     }
 
-    async fn put_gzip(&mut self, compressed: Vec<u8>) -> Result<(), ApiError> {
+    async fn put_gzip(&mut self, compressed: Vec<u8>) -> Result<(), SpoolError> {
         if compressed.is_empty() {
             return Ok(());
         }
         self.gzip_sha.update(&compressed);
         self.gzip_bytes += compressed.len() as u64;
-        self.gzip.put(Bytes::from(compressed)).await.map_err(|e| spool_error("write", &e))
+        self.gzip.put(Bytes::from(compressed)).await.map_err(SpoolError::store("write"))
     }
 }

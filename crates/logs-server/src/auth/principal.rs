@@ -1,0 +1,59 @@
+//! Who a token is: its hash, and what it grants (scopes, applications).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// The SHA-256 of an access token: the only form in which tokens are kept or compared.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenHash(pub [u8; 32]);
+
+impl TokenHash {
+    pub fn of(token: &str) -> TokenHash {
+        TokenHash(Sha256::digest(token.as_bytes()).into())
+    }
+}
+
+impl fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenHash(…)")
+    }
+}
+
+/// Which applications a token may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applications {
+    All,
+    Only(BTreeSet<i64>),
+}
+
+/// What a token grants: a name for logs, scopes, applications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Shown in logs instead of the token.
+    pub name: String,
+    pub scopes: BTreeSet<String>,
+    pub applications: Applications,
+}
+
+impl Principal {
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.contains(scope)
+    }
+
+    pub fn may_access(&self, application_id: i64) -> bool {
+        match &self.applications {
+            Applications::All => true,
+            Applications::Only(ids) => ids.contains(&application_id),
+        }
+    }
+}
+
+/// RFC 6750's `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
+pub fn is_token_syntax(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    !body.is_empty()
+        && token.len() <= 4096
+        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}

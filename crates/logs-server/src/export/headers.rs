@@ -1,0 +1,15 @@
+//! The headers every export answer has, streamed or prepared.
+
+use http::HeaderValue;
+use logs_format::Format;
+
+/// The header that tells how many unreadable files `skip_unavailable_shards=true` left out.
+pub(crate) const SKIPPED_SHARDS: &str = "x-skipped-shards";
+
+/// `Content-Disposition` of an export in `format`.
+pub(crate) fn content_disposition(format: Format) -> HeaderValue {
+    HeaderValue::from_static(match format {
+        Format::Csv => "attachment; filename=\"errors.csv\"",
+        Format::Json => "attachment; filename=\"errors.json\"",
+    })
+}
