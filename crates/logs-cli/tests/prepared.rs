@@ -130,18 +130,7 @@ async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restar
     assert_eq!(again.status(), 200);
     assert_eq!(again.headers()["etag"], etag);
     assert!(again.bytes().await.unwrap() == expected);
-    let gz = client
-        .get(&url)
-        .header("Authorization", &auth)
-        .header("Accept-Encoding", "gzip")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(gz.headers()["content-encoding"], "gzip");
-    let compressed = gz.bytes().await.unwrap();
-    let mut plain = Vec::new();
-    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(compressed.as_ref()), &mut plain).unwrap();
-    assert!(plain == expected);
+    assert!(get_gunzipped(&client, &url, &served.token).await == expected);
 }
 
 /// An export larger than the spool's upload parts (8 MiB) goes to the bucket in parts that S3
