@@ -4,7 +4,7 @@
 //! A test that cannot have what it needs fails through [`missing`], saying what is missing and
 //! how to get it, so that a run that tested less never looks like one that tested everything.
 //! Only where the variable [`ALLOW_SKIP`] is `1` (a developer's machine that cannot give it;
-//! never CI) does the test print `SKIPPED: …` and pass.
+//! never CI) does the test print `SKIPPED (LOGS_TEST_ALLOW_SKIP=1): …` and pass.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 pub const ALLOW_SKIP: &str = "LOGS_TEST_ALLOW_SKIP";
 
 /// Called by a test that cannot test here: panics with `what` is missing and `how` to get it,
-/// unless [`ALLOW_SKIP`] is `1`; then prints the same as `SKIPPED: …` and returns, and the
+/// unless [`ALLOW_SKIP`] is `1`; then prints the same after `SKIPPED (…)` and returns, and the
 /// caller returns without testing.
 #[track_caller]
 pub fn missing(what: &str, how: &str) {
