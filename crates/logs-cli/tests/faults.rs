@@ -10,8 +10,11 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use logs_testkit::machine::{SmallDisk, dev_full};
+use logs_testkit::process::{finish, run_bounded};
 
 #[path = "faults/permissions.rs"]
 mod permissions;
@@ -24,8 +27,8 @@ const DAY2_FOLDER: &str = "application_id=1001/date=2026-10-02";
 /// Something done to a file while an export reads it: (what, how).
 type FileAction = (&'static str, fn(&Path));
 
-fn logs_at(exe: &Path) -> Command {
-    let mut command = Command::new(exe);
+/// `command` (a `logs`) without the caller's `LOGS_…` settings, on one partition.
+fn logs_with(mut command: Command) -> Command {
     for (name, _) in std::env::vars() {
         if name.starts_with("LOGS_") {
             command.env_remove(name);
@@ -37,7 +40,7 @@ fn logs_at(exe: &Path) -> Command {
 }
 
 fn logs() -> Command {
-    logs_at(Path::new(env!("CARGO_BIN_EXE_logs")))
+    logs_with(Command::new(env!("CARGO_BIN_EXE_logs")))
 }
 
 /// A generated dataset; the same arguments give byte-identical files.
@@ -54,35 +57,7 @@ fn generate(rows: u64, days: u32, max_file_rows: u64) -> tempfile::TempDir {
 
 /// Runs `command` to its end (killed, and the test failed, after 60 s).
 fn run(mut command: Command) -> Output {
-    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    finish(child, Duration::from_secs(60))
-}
-
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let pipe = |mut reader: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            reader.read_to_end(&mut buf).ok();
-            buf
-        })
-    };
-    let stdout = child.stdout.take().map(|s| pipe(Box::new(s)));
-    let stderr = child.stderr.take().map(|s| pipe(Box::new(s)));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("`logs` neither ended nor failed within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let collect =
-        |t: Option<std::thread::JoinHandle<Vec<u8>>>| t.map(|t| t.join().unwrap()).unwrap_or_default();
-    Output { status, stdout: collect(stdout), stderr: collect(stderr) }
+    run_bounded(&mut command, Duration::from_secs(60))
 }
 
 fn export(data: &Path, args: &[&str]) -> Output {
@@ -304,10 +279,7 @@ fn a_file_deleted_or_replaced_during_an_export_never_ends_in_a_clean_short_outpu
 
 #[test]
 fn stdout_on_a_full_device_exits_1_with_one_line_and_no_panic() {
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("SKIPPED: no /dev/full here");
-        return;
-    };
+    let Some(full) = dev_full() else { return };
     let data = generate(2000, 2, 1 << 20);
     for target in [
         format!("errors.csv?{DAY2}&fields=error_id,error"),
@@ -324,44 +296,16 @@ fn stdout_on_a_full_device_exits_1_with_one_line_and_no_panic() {
     }
 }
 
-/// A 64 KiB tmpfs mounted on a temporary folder, unmounted when dropped.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount() -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-            .arg(dir.path())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !mounted {
-            eprintln!("SKIPPED: `mount -t tmpfs` is not permitted here, so no disk can be made full");
-            return None;
-        }
-        Some(SmallDisk { dir })
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 #[test]
 fn output_on_a_full_disk_exits_1_and_leaves_no_file() {
-    let Some(disk) = SmallDisk::mount() else { return };
+    let Some(disk) = SmallDisk::mount("64k") else { return };
     let data = generate(2000, 2, 1 << 20);
     for format in ["csv", "json"] {
-        let file = disk.dir.path().join(format!("out.{format}"));
+        let file = disk.path().join(format!("out.{format}"));
         let target = format!("errors.{format}?{DAY2}&fields=error_id,error");
         let output = export(data.path(), &["--output", file.to_str().unwrap(), &target]);
         assert_fails_in_one_line(&output, &["No space left on device"]);
-        assert!(entries(disk.dir.path()).is_empty(), "no output file and no temporary file on the full disk");
+        assert!(entries(disk.path()).is_empty(), "no output file and no temporary file on the full disk");
 
         // The same disk takes a small export: it was the space that ran out.
         let small = format!("{target}&limit=3");

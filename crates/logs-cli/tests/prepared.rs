@@ -10,16 +10,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::*;
+use logs_testkit::file_names;
 use logs_testkit::s3::S3Server;
-
-fn spool_files(spool: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(spool)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 /// 60 000 records on one day: the CSV of `error_id,error` of application 1001 is over 10 MB,
 /// so that a job lasts long enough to be cut.
@@ -50,25 +42,25 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     let small_body = done.bytes().await.unwrap();
     // The export is served from its manifest, written just before the job gives its lease up.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while spool_files(spool.path()).iter().any(|name| name.ends_with(".lease")) {
-        assert!(Instant::now() < deadline, "a lease stayed: {:?}", spool_files(spool.path()));
+    while file_names(spool.path()).iter().any(|name| name.ends_with(".lease")) {
+        assert!(Instant::now() < deadline, "a lease stayed: {:?}", file_names(spool.path()));
         std::thread::sleep(Duration::from_millis(20));
     }
-    let complete = spool_files(spool.path());
+    let complete = file_names(spool.path());
     assert_eq!(complete.len(), 3, "{complete:?}");
 
     // The large export's job starts; the process is killed once its copies are being written.
     let first = client.get(url(&served, large)).header("Authorization", format!("OAuth {}", served.token));
     assert_eq!(first.send().await.unwrap().status(), 202);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !spool_files(spool.path()).iter().any(|name| name.contains('#')) {
-        assert!(Instant::now() < deadline, "the job wrote nothing: {:?}", spool_files(spool.path()));
+    while !file_names(spool.path()).iter().any(|name| name.contains('#')) {
+        assert!(Instant::now() < deadline, "the job wrote nothing: {:?}", file_names(spool.path()));
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = served.child.id().to_string();
     assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
     drop(served);
-    let left = spool_files(spool.path());
+    let left = file_names(spool.path());
     assert!(left.iter().any(|name| name.contains('#')), "the crash left the unfinished write: {left:?}");
     assert!(!left.iter().any(|name| name.ends_with(".manifest.json") && !complete.contains(name)));
 
@@ -87,8 +79,8 @@ async fn a_restart_in_the_middle_of_a_job_serves_every_complete_export_and_no_in
     // If the new job took the expired lease over before a sweep saw it expired, the dead job's
     // write goes with the first sweep after the new job ends.
     let deadline = Instant::now() + Duration::from_secs(180);
-    while spool_files(spool.path()).iter().any(|name| dead_job.contains(name)) {
-        assert!(Instant::now() < deadline, "the dead job's write stayed: {:?}", spool_files(spool.path()));
+    while file_names(spool.path()).iter().any(|name| dead_job.contains(name)) {
+        assert!(Instant::now() < deadline, "the dead job's write stayed: {:?}", file_names(spool.path()));
         std::thread::sleep(Duration::from_millis(50));
     }
     let done = until_done(&client, &url(&served, large), &served.token).await;
@@ -138,18 +130,7 @@ async fn a_spool_in_a_bucket_serves_ranges_and_the_gzip_copy_also_after_a_restar
     assert_eq!(again.status(), 200);
     assert_eq!(again.headers()["etag"], etag);
     assert!(again.bytes().await.unwrap() == expected);
-    let gz = client
-        .get(&url)
-        .header("Authorization", &auth)
-        .header("Accept-Encoding", "gzip")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(gz.headers()["content-encoding"], "gzip");
-    let compressed = gz.bytes().await.unwrap();
-    let mut plain = Vec::new();
-    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(compressed.as_ref()), &mut plain).unwrap();
-    assert!(plain == expected);
+    assert!(get_gunzipped(&client, &url, &served.token).await == expected);
 }
 
 /// An export larger than the spool's upload parts (8 MiB) goes to the bucket in parts that S3

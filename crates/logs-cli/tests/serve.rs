@@ -2,7 +2,6 @@
 //! command's URL answers with exactly what `logs export` writes for the same query; a missing
 //! or wrong token gets 401; SIGTERM stops it cleanly.
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -49,19 +48,7 @@ async fn the_printed_curl_command_works_and_matches_logs_export() {
             expected.len()
         );
 
-        let response = client
-            .get(&url)
-            .header("Authorization", &auth)
-            .header("Accept-Encoding", "gzip")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.headers()["content-encoding"], "gzip");
-        let mut unzipped = Vec::new();
-        flate2::read::GzDecoder::new(&response.bytes().await.unwrap()[..])
-            .read_to_end(&mut unzipped)
-            .unwrap();
-        assert!(unzipped == expected, "{target} gzipped");
+        assert!(get_gunzipped(&client, &url, &served.token).await == expected, "{target} gzipped");
     }
 
     let response = client.get(&served.curl_url).send().await.unwrap();

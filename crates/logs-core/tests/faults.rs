@@ -25,6 +25,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
 use logs_core::{Engine, EngineConfig, Error};
+use logs_testkit::machine::{running_as_root, set_mode};
 use support::*;
 
 /// The second day of a generated dataset, application 1001 (two files: `late-00000.parquet`
@@ -426,15 +427,15 @@ async fn a_file_that_vanishes_while_the_export_starts_is_never_silently_left_out
 /// Sets up a generated dataset with `target` (relative to the root) at `mode` and runs
 /// `scenario` in the child as `nobody`.
 fn run_unprivileged(scenario: &str, target: &str, mode: u32) {
-    let exe = unprivileged::Executable::of_this_test();
+    let Some(exe) = unprivileged::this_test() else { return };
     let dir = generate(2000, 2);
-    unprivileged::open_up(dir.path());
+    set_mode(dir.path(), 0o755);
     let root = data_root(&dir);
     let target = root.join(target);
-    unprivileged::set_mode(&target, mode);
+    set_mode(&target, mode);
     let envs = [("LOGS_FAULTS_ROOT", root.as_os_str()), ("LOGS_FAULTS_TARGET", target.as_os_str())];
     unprivileged::run_child(&exe, "unprivileged_child", scenario, &envs);
-    unprivileged::set_mode(&target, 0o755);
+    set_mode(&target, 0o755);
 }
 
 #[test]
@@ -468,7 +469,7 @@ fn an_unreadable_dataset_root_is_an_error_not_an_empty_export() {
 #[ignore = "runs only as the child of the permission tests above, as an unprivileged user"]
 async fn unprivileged_child() {
     let Ok(scenario) = std::env::var(unprivileged::SCENARIO) else { return };
-    assert!(!unprivileged::running_as_root(), "the child must not run as root");
+    assert!(!running_as_root(), "the child must not run as root");
     let root = PathBuf::from(std::env::var_os("LOGS_FAULTS_ROOT").unwrap());
     let target = PathBuf::from(std::env::var_os("LOGS_FAULTS_TARGET").unwrap());
     let query = match scenario.as_str() {

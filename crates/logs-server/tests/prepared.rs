@@ -14,6 +14,8 @@ use logs_core::{DatasetLocation, EngineConfig, S3Options};
 use logs_format::Format;
 use logs_server::prepared::{PreparePolicy, Prepared, PreparedConfig};
 use logs_server::{AppState, ServeOptions, Settings};
+use logs_testkit::file_names;
+use logs_testkit::machine::SmallDisk;
 use tokio::io::AsyncReadExt;
 
 const WIDE: &str = "/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-07\
@@ -80,21 +82,12 @@ async fn until_done(url: &str, token: &str, headers: &[(&str, &str)]) -> (reqwes
     }
 }
 
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The spool's files once the last job has given its lease up: a job's export is served from
 /// its manifest, written just before the job deletes its `<key>.lease`.
 async fn settled(dir: &Path) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let names = files_in(dir);
+        let names = file_names(dir);
         if !names.iter().any(|name| name.ends_with(".lease")) {
             return names;
         }
@@ -416,8 +409,8 @@ async fn exports_expire_and_the_spool_bound_deletes_the_oldest() {
     assert_eq!(settled(spool.path()).await.len(), 3);
     // The sweep (every two seconds with this time to keep) deletes it within 4 to 7 s…
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !files_in(spool.path()).is_empty() {
-        assert!(Instant::now() < deadline, "not swept: {:?}", files_in(spool.path()));
+    while !file_names(spool.path()).is_empty() {
+        assert!(Instant::now() < deadline, "not swept: {:?}", file_names(spool.path()));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // …and the same request is prepared again.
@@ -468,7 +461,7 @@ async fn a_failed_job_answers_its_failure_once_and_leaves_nothing_that_could_be_
     let body = failed.bytes().await.unwrap();
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
     error_body(StatusCode::SERVICE_UNAVAILABLE, &body, "storage_unavailable");
-    assert!(files_in(spool.path()).is_empty(), "{:?}", files_in(spool.path()));
+    assert!(file_names(spool.path()).is_empty(), "{:?}", file_names(spool.path()));
     // Told once: the next request starts again; this one waits for its job's end, and is
     // answered that job's failure rather than 202.
     let waited = get_with(&url, READER, &[("prefer", "respond-async, wait=60")]).await;
@@ -586,7 +579,7 @@ async fn a_reopened_spool_serves_what_was_complete_and_nothing_that_was_not() {
     std::fs::write(spool.path().join(format!("{cut}.csv.gz#1")), b"partial").unwrap();
 
     let state = prepared_state(small_dataset(), config(spool.path())).await;
-    assert_eq!(files_in(spool.path()), complete, "the incomplete job's files are deleted on start");
+    assert_eq!(file_names(spool.path()), complete, "the incomplete job's files are deleted on start");
     assert!(complete.iter().all(|name| name.starts_with(&key)));
     let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
     let served = get_with(&server.url(WIDE), READER, &[("prefer", "respond-async")]).await;
@@ -596,36 +589,10 @@ async fn a_reopened_spool_serves_what_was_complete_and_nothing_that_was_not() {
     server.stop().await;
 }
 
-/// A 4 MiB tmpfs, unmounted when dropped; `None` where mounting is not permitted.
-struct SmallDisk(tempfile::TempDir);
-
-impl SmallDisk {
-    fn mount() -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-            .arg(dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !mounted {
-            eprintln!("SKIPPED: `mount -t tmpfs` is not permitted here, so no disk can be made full");
-            return None;
-        }
-        Some(SmallDisk(dir))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_fails_the_job_cleanly_and_the_spool_still_takes_what_fits() {
-    let Some(disk) = SmallDisk::mount() else { return };
-    let state = prepared_state(large_dataset(), config(disk.0.path())).await;
+    let Some(disk) = SmallDisk::mount("4m") else { return };
+    let state = prepared_state(large_dataset(), config(disk.path())).await;
     let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
     let target = format!("/logs/v1/export/errors.csv?{LARGE_QUERY}");
     let (failed, _) = until_done(&server.url(&target), READER, &[("prefer", "respond-async")]).await;
@@ -633,8 +600,8 @@ async fn a_full_disk_fails_the_job_cleanly_and_the_spool_still_takes_what_fits()
     let body = failed.bytes().await.unwrap();
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
     let body = error_body(StatusCode::SERVICE_UNAVAILABLE, &body, "spool_unavailable");
-    assert!(!body.to_string().contains(&disk.0.path().display().to_string()), "no path reaches the client");
-    assert!(files_in(disk.0.path()).is_empty(), "{:?}", files_in(disk.0.path()));
+    assert!(!body.to_string().contains(&disk.path().display().to_string()), "no path reaches the client");
+    assert!(file_names(disk.path()).is_empty(), "{:?}", file_names(disk.path()));
 
     // It was the space that ran out: a small export fits.
     let small = format!("{target}&limit=10");
@@ -646,7 +613,7 @@ async fn a_full_disk_fails_the_job_cleanly_and_the_spool_still_takes_what_fits()
 
 /// The job ids of the export copies in the spool (`<key>.<job>.csv`).
 fn jobs_in(dir: &Path) -> Vec<String> {
-    files_in(dir)
+    file_names(dir)
         .iter()
         .filter(|name| name.ends_with(".csv"))
         .map(|name| name.split('.').nth(1).unwrap().to_owned())

@@ -9,7 +9,11 @@
 //!   HTTP error or drops, to put faults and latency between the engine and its store;
 //! - [`haproxy`]: Debian's haproxy with the repository's `deploy/haproxy.cfg`;
 //! - [`cluster`]: moto holding a dataset and a spool, N `logs serve` replicas over that bucket
-//!   and haproxy in front of them, each replica stopped, killed and started again at will.
+//!   and haproxy in front of them, each replica stopped, killed and started again at will;
+//! - [`machine`]: what a test needs of the machine (running as `nobody`, `/dev/full`, a small
+//!   disk), and [`machine::missing`], which fails a test that cannot have it unless
+//!   `LOGS_TEST_ALLOW_SKIP=1`;
+//! - [`process`]: child processes run to their end within a bound.
 //!
 //! Nothing here mocks a protocol: the tests speak real HTTP to a real S3 server, through a
 //! real load balancer.
@@ -17,6 +21,8 @@
 pub mod cluster;
 pub mod haproxy;
 mod http;
+pub mod machine;
+pub mod process;
 pub mod proxy;
 pub mod python;
 pub mod s3;
@@ -43,6 +49,16 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port of 127.0.0.1 from {LOWEST} to {ephemeral_low}");
+}
+
+/// The names of the files in `dir` (a spool's listing), sorted.
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`).

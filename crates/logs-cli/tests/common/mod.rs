@@ -151,3 +151,20 @@ pub async fn until_done(client: &reqwest::Client, url: &str, token: &str) -> req
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A GET of `url` with `Accept-Encoding: gzip`: checks that the answer is gzipped, and returns
+/// it unzipped.
+pub async fn get_gunzipped(client: &reqwest::Client, url: &str, token: &str) -> Vec<u8> {
+    let response = client
+        .get(url)
+        .header("Authorization", format!("OAuth {token}"))
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-encoding"], "gzip", "{url}");
+    let compressed = response.bytes().await.unwrap();
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(compressed.as_ref()), &mut plain).unwrap();
+    plain
+}

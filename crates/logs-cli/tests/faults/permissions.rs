@@ -1,77 +1,27 @@
-//! Permission denied, as an unprivileged user.
-//!
-//! The tests run as root here and in CI, and root reads a `chmod 000` file anyway
-//! (CAP_DAC_OVERRIDE). The nearest real alternative: run the `logs` binary as the user
-//! `nobody` (uid/gid 65534) with `setpriv --reuid=65534 --regid=65534 --clear-groups`, from a
-//! hard link in a folder `nobody` may enter (the build folder is below root's 0700 home). When
-//! the tests already run unprivileged, the binary runs as it is. Skipped, saying so, when
-//! running as root without `setpriv`.
+//! Permission denied, as an unprivileged user: the `logs` binary run as `nobody`
+//! ([`logs_testkit::machine::Unprivileged`] says how and why).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use super::{DAY2, DAY2_FOLDER, assert_fails_in_one_line, entries, export, generate, logs_at, ok, run};
+use logs_testkit::machine::{Unprivileged, set_mode};
 
-pub struct Unprivileged {
-    _dir: tempfile::TempDir,
-    exe: PathBuf,
-    setpriv: bool,
+use super::{DAY2, DAY2_FOLDER, assert_fails_in_one_line, entries, export, generate, logs_with, ok, run};
+
+/// `logs` as `nobody` may run it; `None` where the skip is allowed and it cannot.
+pub fn unprivileged_logs() -> Option<Unprivileged> {
+    Unprivileged::new(Path::new(env!("CARGO_BIN_EXE_logs")), &["--version"])
 }
 
-pub fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
+/// A `logs` command run as `nobody`.
+pub fn logs_as(nobody: &Unprivileged) -> Command {
+    logs_with(nobody.command())
 }
 
-pub fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-impl Unprivileged {
-    pub fn new() -> Option<Unprivileged> {
-        let setpriv = running_as_root();
-        if setpriv && Command::new("setpriv").arg("--version").output().is_err() {
-            eprintln!("SKIPPED: running as root without `setpriv`: no way to be denied a permission here");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        set_mode(dir.path(), 0o755);
-        let exe = dir.path().join("logs");
-        if std::fs::hard_link(env!("CARGO_BIN_EXE_logs"), &exe).is_err() {
-            std::fs::copy(env!("CARGO_BIN_EXE_logs"), &exe).unwrap();
-        }
-        let unprivileged = Unprivileged { _dir: dir, exe, setpriv };
-        // Can the unprivileged user run the binary at all (a `noexec` temporary folder, say)?
-        let probe = unprivileged.logs().arg("--version").output().unwrap();
-        if !probe.status.success() {
-            eprintln!(
-                "SKIPPED: `logs` cannot be run as an unprivileged user here: {}",
-                String::from_utf8_lossy(&probe.stderr).trim()
-            );
-            return None;
-        }
-        Some(unprivileged)
-    }
-
-    pub fn logs(&self) -> Command {
-        if !self.setpriv {
-            return logs_at(&self.exe);
-        }
-        let mut command = logs_at(Path::new("setpriv"));
-        command.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&self.exe);
-        command
-    }
-
-    fn export(&self, data: &Path, args: &[&str]) -> Output {
-        let mut command = self.logs();
-        command.args(["export", "--data"]).arg(data).args(args);
-        run(command)
-    }
+fn export_as(nobody: &Unprivileged, data: &Path, args: &[&str]) -> Output {
+    let mut command = logs_as(nobody);
+    command.args(["export", "--data"]).arg(data).args(args);
+    run(command)
 }
 
 /// A generated dataset that `nobody` may read, and its twin without `without` (relative).
@@ -85,16 +35,16 @@ pub fn readable_twins(without: &str) -> (tempfile::TempDir, tempfile::TempDir) {
 
 #[test]
 fn permission_denied_exits_1_naming_the_file_or_folder_or_is_skipped_with_a_warning() {
-    let Some(nobody) = Unprivileged::new() else { return };
+    let Some(nobody) = unprivileged_logs() else { return };
     let file = format!("{DAY2_FOLDER}/part-00000.parquet");
     let (data, twin) = readable_twins(&file);
     let forbidden = data.path().join(&file);
     set_mode(&forbidden, 0o000);
     let target = format!("errors.csv?{DAY2}&fields=error_id,error,os_name");
 
-    let output = nobody.export(data.path(), &[&target]);
+    let output = export_as(&nobody, data.path(), &[&target]);
     assert_fails_in_one_line(&output, &[&forbidden.display().to_string(), "Permission denied"]);
-    let output = nobody.export(data.path(), &[&format!("{target}&skip_unavailable_shards=true")]);
+    let output = export_as(&nobody, data.path(), &[&format!("{target}&skip_unavailable_shards=true")]);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(ok(output) == ok(export(twin.path(), &[&target])), "not the export of the readable files");
     assert!(
@@ -110,7 +60,7 @@ fn permission_denied_exits_1_naming_the_file_or_folder_or_is_skipped_with_a_warn
     let folder = data.path().join(DAY2_FOLDER);
     set_mode(&folder, 0o000);
     for target in [target.clone(), format!("{target}&skip_unavailable_shards=true")] {
-        let output = nobody.export(data.path(), &[&target]);
+        let output = export_as(&nobody, data.path(), &[&target]);
         assert_fails_in_one_line(&output, &[&folder.display().to_string(), "Permission denied"]);
     }
     set_mode(&folder, 0o755);
@@ -119,7 +69,7 @@ fn permission_denied_exits_1_naming_the_file_or_folder_or_is_skipped_with_a_warn
     let out = tempfile::tempdir().unwrap();
     set_mode(out.path(), 0o755);
     let file = out.path().join("out.csv");
-    let output = nobody.export(data.path(), &["--output", file.to_str().unwrap(), &target]);
+    let output = export_as(&nobody, data.path(), &["--output", file.to_str().unwrap(), &target]);
     assert_fails_in_one_line(&output, &["cannot create a temporary file", &out.path().display().to_string()]);
     assert!(entries(out.path()).is_empty());
 }

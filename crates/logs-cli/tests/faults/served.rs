@@ -4,7 +4,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::permissions::{Unprivileged, readable_twins, set_mode};
+use logs_testkit::machine::set_mode;
+
+use super::permissions::{logs_as, readable_twins, unprivileged_logs};
 use super::{DAY2, DAY2_FOLDER, export, generate, logs, ok, write_drifted_file};
 
 /// A running `logs serve`, killed when dropped.
@@ -60,13 +62,13 @@ async fn get(served: &Served, target: &str) -> reqwest::Response {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permission_denied_over_http_is_503_or_skipped_and_counted() {
-    let Some(nobody) = Unprivileged::new() else { return };
+    let Some(nobody) = unprivileged_logs() else { return };
     let file = format!("{DAY2_FOLDER}/part-00000.parquet");
     let (data, twin) = readable_twins(&file);
     set_mode(&data.path().join(&file), 0o000);
     let tokens = data.path().join("tokens.toml");
     std::fs::write(&tokens, TOKENS).unwrap();
-    let mut command = nobody.logs();
+    let mut command = logs_as(&nobody);
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
         .arg(&tokens)

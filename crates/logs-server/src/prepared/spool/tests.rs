@@ -2,6 +2,7 @@
 
 use super::manifest::Representation;
 use super::*;
+use logs_testkit::file_names;
 use sha2::{Digest, Sha256};
 
 fn manifest(key: &str, created: u64, bytes: u64) -> Manifest {
@@ -50,15 +51,6 @@ async fn read_all(spool: &Spool, manifest: &Manifest, gzip: bool, range: Range<u
     chunks.concat()
 }
 
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[tokio::test]
 async fn a_written_export_reads_back_whole_in_ranges_and_compressed() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,7 +67,7 @@ async fn a_written_export_reads_back_whole_in_ranges_and_compressed() {
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain).unwrap();
     assert_eq!(plain, text);
     assert_eq!(spool.lookup("k1").as_deref(), Some(&manifest));
-    assert_eq!(files(dir.path()), ["k1.j1.csv", "k1.j1.csv.gz", "k1.manifest.json"]);
+    assert_eq!(file_names(dir.path()), ["k1.j1.csv", "k1.j1.csv.gz", "k1.manifest.json"]);
 }
 
 #[tokio::test]
@@ -103,7 +95,7 @@ async fn reopening_keeps_complete_exports_and_deletes_the_rest() {
     let spool = super::tests::spool(dir.path(), Duration::from_secs(60), 1 << 20).await;
     assert_eq!(spool.lookup("kept").as_deref(), Some(&kept));
     assert!(spool.lookup("old").is_none());
-    assert_eq!(files(dir.path()), ["kept.j1.csv", "kept.j1.csv.gz", "kept.manifest.json"]);
+    assert_eq!(file_names(dir.path()), ["kept.j1.csv", "kept.j1.csv.gz", "kept.manifest.json"]);
     assert_eq!(spool.usage(), (kept.size(), 0));
 }
 
@@ -117,10 +109,10 @@ async fn a_live_lease_keeps_its_job_s_writes_from_the_sweep() {
     std::fs::write(dir.path().join("busy.j1.csv#1"), "partial").unwrap();
     std::fs::write(dir.path().join("busy.j1.csv"), "done, manifest coming").unwrap();
     spool.sweep().await.unwrap();
-    assert_eq!(files(dir.path()), ["busy.j1.csv", "busy.j1.csv#1", "busy.lease"]);
+    assert_eq!(file_names(dir.path()), ["busy.j1.csv", "busy.j1.csv#1", "busy.lease"]);
     spool.give_up(lease).await;
     spool.sweep().await.unwrap();
-    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+    assert!(file_names(dir.path()).is_empty(), "{:?}", file_names(dir.path()));
 }
 
 #[tokio::test]
@@ -216,13 +208,13 @@ async fn the_first_job_to_complete_an_export_stands_and_a_second_deletes_its_cop
     let first = write(&one, "k", "a\n").await;
     let (_, standing) = write_job(&two, "k", "j2", "a\n").await;
     assert_eq!(*standing, first);
-    assert_eq!(files(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
+    assert_eq!(file_names(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
     assert_eq!(two.lookup("k").as_deref(), Some(&first));
     assert_eq!(two.usage(), (first.size(), 0));
     for spool in [&one, &two] {
         spool.sweep().await.unwrap();
     }
-    assert_eq!(files(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
+    assert_eq!(file_names(dir.path()), ["k.j1.csv", "k.j1.csv.gz", "k.manifest.json"]);
     assert_eq!(read_all(&two, &first, false, 0..2).await, b"a\n");
 
     // Deleted by the other process, and prepared here again: the index holds the new export
@@ -243,13 +235,13 @@ async fn an_export_prepared_again_elsewhere_replaces_the_one_known_here() {
     let (one, two) = (shared(dir.path()).await, shared(dir.path()).await);
     let old = write(&one, "k", "a\n").await;
     two.remove("k").await;
-    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+    assert!(file_names(dir.path()).is_empty(), "{:?}", file_names(dir.path()));
     let (new, _) = write_job(&two, "k", "j2", "b\n").await;
     let expected = ["k.j2.csv", "k.j2.csv.gz", "k.manifest.json"];
 
     assert!(matches!(one.read(&old, false, 0..2).await, Err(ReadError::Gone)));
     one.forget_gone(&old).await;
-    assert_eq!(files(dir.path()), expected);
+    assert_eq!(file_names(dir.path()), expected);
     assert_eq!(one.usage(), (new.size(), 0), "the old export forgotten, the new one indexed");
     assert_eq!(one.find("k").await.as_deref(), Some(&new));
 
