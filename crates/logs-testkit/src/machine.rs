@@ -7,6 +7,7 @@
 //! never CI) does the test print `SKIPPED (LOGS_TEST_ALLOW_SKIP=1): …` and pass.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -20,13 +21,16 @@ pub const ALLOW_SKIP: &str = "LOGS_TEST_ALLOW_SKIP";
 #[track_caller]
 pub fn missing(what: &str, how: &str) {
     let allowed = std::env::var_os(ALLOW_SKIP).is_some_and(|value| value == "1");
-    skip_or_fail(allowed, what, how);
+    // Straight to the process's stderr: the test harness captures `eprintln!` of a test that
+    // passes, and a skip must show in every run.
+    skip_or_fail(allowed, what, how, &mut std::io::stderr());
 }
 
 #[track_caller]
-fn skip_or_fail(allowed: bool, what: &str, how: &str) {
+fn skip_or_fail(allowed: bool, what: &str, how: &str, out: &mut dyn Write) {
     if allowed {
-        eprintln!("SKIPPED ({ALLOW_SKIP}=1): this test cannot test here: {what}. To test it: {how}.");
+        let _ =
+            writeln!(out, "SKIPPED ({ALLOW_SKIP}=1): this test cannot test here: {what}. To test it: {how}.");
     } else {
         panic!(
             "this test cannot test here: {what}. To test it: {how}. (Only to pass without testing, \
@@ -199,11 +203,16 @@ mod tests {
     #[test]
     #[should_panic(expected = "this test cannot test here: no widget. To test it: install one")]
     fn a_missing_environment_fails_the_test_saying_how_to_get_it() {
-        skip_or_fail(false, "no widget", "install one");
+        skip_or_fail(false, "no widget", "install one", &mut Vec::new());
     }
 
     #[test]
-    fn with_the_skip_allowed_it_returns() {
-        skip_or_fail(true, "no widget", "install one");
+    fn with_the_skip_allowed_it_says_so_and_returns() {
+        let mut out = Vec::new();
+        skip_or_fail(true, "no widget", "install one", &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "SKIPPED (LOGS_TEST_ALLOW_SKIP=1): this test cannot test here: no widget. To test it: install one.\n"
+        );
     }
 }
