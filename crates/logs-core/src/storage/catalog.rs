@@ -11,7 +11,7 @@
 //! start with `.` or `_`, are passed over.
 //!
 //! The footers of the files kept are completed with their page index (or an offset index
-//! rebuilt from their page headers, `page_headers.rs`) and cached (`footer.rs`): the scan
+//! rebuilt from their page headers, `pages/offset_index.rs`) and cached (`footer.rs`): the scan
 //! then reads no footer a second time, and later exports of the same files none at all. Over
 //! a store, the bytes a footer was read with (the object's last 512 KiB) go to the scan too,
 //! up to [`KEPT_FOR_SCAN`] per export.
@@ -323,6 +323,7 @@ impl Storage {
             if cached.is_none() {
                 // Pages are skipped only where rows are picked within the file.
                 let selects_rows = scope.selects_rows || overlap != RangeOverlap::All;
+                let selects_rows = selects_rows && scope.rebuild_offset_index;
                 let completed = footer::complete(&file, &footer, selects_rows).await?;
                 prefetched = footer::kept_for_scan(&file);
                 footer::remember(cache, file.meta(), completed);

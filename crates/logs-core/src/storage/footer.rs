@@ -16,7 +16,7 @@ use object_store::ObjectMeta;
 
 use crate::error::Error;
 use crate::storage::object::{ObjectFile, Prefetched};
-use crate::storage::page_headers;
+use crate::storage::pages::offset_index;
 
 /// Bytes read from the end of a local file at first: the footers of the dataset's files fit.
 const LOCAL_TAIL: u64 = 64 * 1024;
@@ -58,7 +58,7 @@ pub(crate) async fn complete(
     if !selects_rows {
         return Ok(footer);
     }
-    Ok(match page_headers::with_rebuilt_offset_index(file, &footer).await {
+    Ok(match offset_index::with_rebuilt_offset_index(file, &footer).await {
         Some(rebuilt) => rebuilt,
         None => footer,
     })

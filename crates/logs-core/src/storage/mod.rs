@@ -8,9 +8,8 @@
 //! - `location.rs`: a local path, `file://` or `s3://bucket/prefix`, and the store built for it;
 //! - `catalog.rs`: listing, pruning by folders and footers, `skip_unavailable_shards`;
 //! - `footer.rs`: footers read, completed with page indexes, and cached by object identity;
-//! - `page_headers.rs`: an offset index rebuilt for files written without one;
-//! - `selection.rs` and `partial_page.rs`: the rows an export's equality filters select in a
-//!   row group, and the pages of other text columns rewritten to be decompressed only that far;
+//! - `pages/`: the page machinery, everything that goes below the parquet crate's public
+//!   surface, behind one entry point and [`PageMachinery`];
 //! - `object.rs`: conditional, coalesced, concurrent and counted reads of one object;
 //! - `reader.rs` and `table.rs`: the scan's reader and table;
 //! - `budget.rs`: a bound on the pages the readers of one export hold fetched at once;
@@ -25,11 +24,8 @@ mod footer;
 mod local;
 mod location;
 mod object;
-mod page_headers;
-pub(crate) mod partial_page;
-mod read_ahead;
+mod pages;
 mod reader;
-mod selection;
 mod table;
 
 use std::sync::Arc;
@@ -45,6 +41,7 @@ use object_store::path::Path as ObjectPath;
 pub use catalog::{FileSelection, SelectedFile, SkippedFile};
 pub use location::{Addressing, DatasetLocation, S3Credentials, S3Options};
 pub use object::{RequestCounts, Requests};
+pub use pages::PageMachinery;
 pub use reader::ScanProgress;
 
 use crate::error::{Error, Result};
@@ -65,6 +62,17 @@ pub struct Scope {
     /// scan can skip pages that hold none of them. A file without an offset index then gets one
     /// rebuilt from its page headers; otherwise only a file the range cuts through does.
     pub selects_rows: bool,
+    /// Rebuild the offset index of a file written without one from its page headers, when
+    /// the scan selects rows within it ([`PageMachinery::offset_index`]).
+    pub rebuild_offset_index: bool,
+}
+
+/// How the scan of one export reads its files.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanSettings {
+    /// About the most bytes of pages its readers hold fetched at once (`budget.rs`).
+    pub(crate) fetched_limit: u64,
+    pub(crate) machinery: PageMachinery,
 }
 
 /// A dataset's storage (see the module documentation). Cheap to clone.
@@ -199,8 +207,7 @@ impl Storage {
     }
 
     /// The table an export of `files` scans, with `schema`; its reads are counted in `counts`
-    /// and `progress`, and its readers hold about `fetched_limit` bytes fetched at once at most
-    /// (`budget.rs`).
+    /// and `progress`, and read as `settings` say.
     pub(crate) fn table(
         &self,
         schema: SchemaRef,
@@ -208,10 +215,10 @@ impl Storage {
         options: TableParquetOptions,
         counts: Arc<RequestCounts>,
         progress: Arc<ScanProgress>,
-        fetched_limit: u64,
+        settings: ScanSettings,
     ) -> Arc<SelectedFiles> {
         let cache = Arc::clone(&self.metadata_cache);
-        let readers = ScanReaders::new(self.backend.clone(), files, cache, counts, progress, fetched_limit);
+        let readers = ScanReaders::new(self.backend.clone(), files, cache, counts, progress, settings);
         Arc::new(SelectedFiles::new(schema, files.to_vec(), options, self.url.clone(), readers))
     }
 
