@@ -33,12 +33,11 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::path::Path as ObjectPath;
 
-use crate::storage::ScanSettings;
 use crate::storage::budget::{BudgetShare, FetchBudget};
 use crate::storage::catalog::SelectedFile;
 use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
-use crate::storage::pages::{PageCounts, PagePlan, PageReads, TextFilters};
+use crate::storage::pages::{PageCounts, PageMachinery, PagePlan, PageReads, TextFilters};
 
 /// How far the scan of one export has got through its files' bytes: what it has read, plus,
 /// for each file whose pages it has finished reading, the bytes it did not need (pruned pages
@@ -63,6 +62,14 @@ impl ScanProgress {
             self.passed_over.fetch_add(size.saturating_sub(read), Ordering::Relaxed);
         }
     }
+}
+
+/// How the scan of one export reads its files.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanSettings {
+    /// About the most bytes of pages its readers hold fetched at once (`budget.rs`).
+    pub(crate) fetched_limit: u64,
+    pub(crate) machinery: PageMachinery,
 }
 
 /// Makes a [`ScanReader`] for each file the scan of one export opens.

@@ -152,7 +152,7 @@ impl PageReads {
         if !machinery.reads_pages() {
             return None;
         }
-        let local = !object.is_remote();
+        let local = !object.reads().round_trips;
         let columns = plan.columns.clone().filter(|_| machinery.read_ahead && !local);
         let partial = plan
             .filters

@@ -21,14 +21,9 @@ use futures::{StreamExt, TryStreamExt};
 use super::thrift::{Malformed, PageHeader, parse_page_header};
 use crate::storage::object::ObjectFile;
 
-/// Bytes read at a time while walking a chunk's headers in a store: every header that lies
-/// inside the window is parsed from it, so that small pages cost no request each. A longer
-/// header (large statistics) is read again whole, up to [`MAX_HEADER`].
-const WINDOW: u64 = 64 * 1024;
-/// The same for a local file, where a read costs a system call rather than a round trip: the
-/// pages of other writers are often 1 MiB apart, and a 64 KiB window per header would copy
-/// sixteen times what the headers need from the page cache.
-const LOCAL_WINDOW: u64 = 4 * 1024;
+/// The longest header read: a chunk's headers are read a window (`Reads::header_window`) at a
+/// time, every header inside it parsed from it; a longer header (large statistics) is read
+/// again whole, up to this.
 const MAX_HEADER: u64 = 1 << 20;
 /// Column chunks walked at once.
 const CHUNKS_IN_FLIGHT: usize = 16;
@@ -116,7 +111,7 @@ impl Window {
     /// Parses the page header at `position`, reading a new window when it is not (wholly) in
     /// this one.
     async fn header(&mut self, file: &ObjectFile, position: u64, end: u64) -> Option<PageHeader> {
-        let mut want = if file.is_remote() { WINDOW } else { LOCAL_WINDOW };
+        let mut want = file.reads().header_window;
         loop {
             let inside = position >= self.start && position < self.start + self.bytes.len() as u64;
             if inside {
@@ -191,10 +186,13 @@ mod tests {
             let pages = assert_same_pages(&written, &rebuilt);
             assert!(pages >= 60, "{pages} pages: the test needs several pages per chunk");
             let (gets, bytes) = (counts.snapshot().gets as usize, counts.snapshot().bytes);
-            if file.is_remote() {
+            if file.reads().round_trips {
                 assert!(gets * 4 < pages, "{gets} requests for {pages} pages");
             } else {
-                assert!(bytes <= gets as u64 * LOCAL_WINDOW, "{gets} reads, {bytes} bytes");
+                assert!(
+                    bytes <= gets as u64 * crate::storage::object::LOCAL_READS.header_window,
+                    "{gets} reads, {bytes} bytes"
+                );
             }
             // A file that has an index keeps it.
             assert!(with_rebuilt_offset_index(&file, &written).await.is_none());
@@ -270,7 +268,10 @@ mod tests {
         write_long_header_file(&path, &values, 3);
         let (written, bare) = read_footer(&path);
         let header = first_header_length(&path, &written);
-        assert!(header > WINDOW && header < MAX_HEADER, "a header of {header} bytes");
+        assert!(
+            header > crate::storage::object::STORE_READS.header_window && header < MAX_HEADER,
+            "a header of {header} bytes"
+        );
         for (file, counts) in [local_file(&path), stored_file(&path).await] {
             let rebuilt = with_rebuilt_offset_index(&file, &bare).await.expect("an index is rebuilt");
             let pages = assert_same_pages(&written, &rebuilt);
