@@ -9,7 +9,8 @@ use clap::Args;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use logs_core::{
-    Engine, EngineConfig, Error, ExportRequest, ExportStream, FieldAliases, QueryPairs, RequestError,
+    Engine, EngineConfig, Error, ExportRequest, ExportStream, FieldAliases, PageMachinery, QueryPairs,
+    RequestError,
 };
 use logs_format::{Encoder, EncoderOptions, Format, JsonIntegers};
 
@@ -120,6 +121,15 @@ pub(crate) fn batch_size_parser() -> clap::builder::RangedU64ValueParser<usize> 
     clap::builder::RangedU64ValueParser::new().range(1..=1 << 20)
 }
 
+/// The page tricks to play, from the hidden variable `LOGS_PAGE_MACHINERY` (`on`, `off`, or a
+/// list of tricks: see `PageMachinery`), for benchmarks and tests that compare them.
+fn page_machinery() -> Result<PageMachinery, Failure> {
+    match std::env::var("LOGS_PAGE_MACHINERY") {
+        Ok(value) => value.parse().map_err(|e| Failure::Usage(format!("LOGS_PAGE_MACHINERY: {e}"))),
+        Err(_) => Ok(PageMachinery::ON),
+    }
+}
+
 pub fn run(args: ExportArgs) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(run_export(args));
@@ -142,6 +152,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         batch_size: args.batch_size,
         aliases: args.names.aliases()?,
         s3: args.s3.options(),
+        page_machinery: page_machinery()?,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {

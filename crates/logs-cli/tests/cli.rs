@@ -14,6 +14,7 @@ fn logs() -> Command {
         "LOGS_BATCH_SIZE",
         "LOGS_FIELD_ALIASES",
         "LOGS_JSON_INTEGERS",
+        "LOGS_PAGE_MACHINERY",
         // jemalloc's settings: the tests run the binary as it ships.
         "_RJEM_MALLOC_CONF",
     ] {
@@ -28,7 +29,13 @@ fn testdata() -> PathBuf {
 
 /// `logs export --data testdata --target-partitions 1 <args>` (one partition: a stable row order).
 fn export(args: &[&str]) -> Output {
+    export_with_pages("on", args)
+}
+
+/// [`export`] with the page machinery `on`, `off` (`LOGS_PAGE_MACHINERY`).
+fn export_with_pages(machinery: &str, args: &[&str]) -> Output {
     logs()
+        .env("LOGS_PAGE_MACHINERY", machinery)
         .arg("export")
         .arg("--data")
         .arg(testdata())
@@ -75,22 +82,29 @@ const IOS_DAY: &str = "application_id=1001&date_since=2026-10-02&date_until=2026
 const EDGE: &str = "application_id=9001&date_since=2026-10-01&date_until=2026-10-07&fields=error_datetime,error,error_name,\
     error_id,error_json,city,os_name,mcc,mnc,service_device_id,device_ipv6,windows_aid,profile_id,app_version_name,application_id";
 
+/// The same bytes with the page machinery on and off.
 #[test]
 fn golden_csv_and_json_on_testdata() {
-    assert_snapshot("ios_day.csv", &ok(export(&[&format!("errors.csv?{IOS_DAY}")])));
-    assert_snapshot("ios_day.json", &ok(export(&[&format!("errors.json?{IOS_DAY}")])));
+    for pages in ["on", "off"] {
+        let export = |args: &[&str]| ok(export_with_pages(pages, args));
+        assert_snapshot("ios_day.csv", &export(&[&format!("errors.csv?{IOS_DAY}")]));
+        assert_snapshot("ios_day.json", &export(&[&format!("errors.json?{IOS_DAY}")]));
+    }
 }
 
 #[test]
 fn golden_edge_cases_with_bom() {
-    assert_snapshot(
-        "edge_cases.csv",
-        &ok(export(&[&format!("/logs/v1/export/errors.csv?{EDGE}&use_utf8_bom=true")])),
-    );
-    assert_snapshot(
-        "edge_cases.json",
-        &ok(export(&[&format!("/logs/v1/export/errors.json?{EDGE}&use_utf8_bom=1")])),
-    );
+    for pages in ["on", "off"] {
+        let export = |args: &[&str]| ok(export_with_pages(pages, args));
+        assert_snapshot(
+            "edge_cases.csv",
+            &export(&[&format!("/logs/v1/export/errors.csv?{EDGE}&use_utf8_bom=true")]),
+        );
+        assert_snapshot(
+            "edge_cases.json",
+            &export(&[&format!("/logs/v1/export/errors.json?{EDGE}&use_utf8_bom=1")]),
+        );
+    }
 }
 
 #[test]

@@ -26,7 +26,8 @@ use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::schema::{file_schema, file_schema_copying_texts};
 use crate::storage::{
-    DatasetLocation, FileSelection, RequestCounts, Requests, S3Options, ScanProgress, Scope, Storage,
+    DatasetLocation, FileSelection, PageMachinery, RequestCounts, Requests, S3Options, ScanProgress,
+    ScanSettings, Scope, Storage,
 };
 
 /// The fewest parallel streams of a query over an object store when the configuration leaves
@@ -64,6 +65,9 @@ pub struct EngineConfig {
     pub aliases: FieldAliases,
     /// Settings of a dataset in an S3-compatible bucket, over the standard `AWS_*` variables.
     pub s3: S3Options,
+    /// The scan's page tricks (all on by default); [`PageMachinery::OFF`] reads pages only
+    /// through the parquet crate's public interface.
+    pub page_machinery: PageMachinery,
 }
 
 impl Default for EngineConfig {
@@ -78,6 +82,7 @@ impl Default for EngineConfig {
             metadata_cache_limit: 50 * 1024 * 1024,
             aliases: FieldAliases::default(),
             s3: S3Options::default(),
+            page_machinery: PageMachinery::ON,
         }
     }
 }
@@ -109,6 +114,7 @@ pub struct Engine {
     policy: RequestPolicy,
     parquet_options: TableParquetOptions,
     fetched_bytes_limit: u64,
+    page_machinery: PageMachinery,
 }
 
 impl std::fmt::Debug for Engine {
@@ -188,6 +194,7 @@ impl Engine {
             policy: RequestPolicy { max_limit: config.max_limit, aliases: config.aliases },
             parquet_options,
             fetched_bytes_limit: u64::try_from(config.fetched_bytes_limit).unwrap_or(u64::MAX),
+            page_machinery: config.page_machinery,
         })
     }
 
@@ -225,6 +232,7 @@ impl Engine {
             dimension: request.date_dimension(),
             skip_unavailable: request.skip_unavailable_shards(),
             selects_rows: !request.filters().is_empty() || request.parts().is_some(),
+            rebuild_offset_index: self.page_machinery.offset_index,
         };
         let requests = Arc::new(RequestCounts::default());
         let selection = self.storage.select(&scope, &requests).await?;
@@ -272,7 +280,7 @@ impl Engine {
             options,
             Arc::clone(requests),
             Arc::clone(progress),
-            self.fetched_bytes_limit,
+            ScanSettings { fetched_limit: self.fetched_bytes_limit, machinery: self.page_machinery },
         )
     }
 }

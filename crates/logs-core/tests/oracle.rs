@@ -4,6 +4,7 @@ mod support;
 
 use datafusion::parquet::basic::{Compression, Encoding, ZstdLevel};
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use logs_core::PageMachinery;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use support::*;
@@ -156,10 +157,18 @@ async fn check_query(engine: &logs_core::Engine, records: &Records, query: &str)
     (matched, export.metric("pages_decompressed_partially").map_or(0, |m| m.as_usize()))
 }
 
-/// Runs `requests` random requests over `root` and checks each against the oracle. Returns
-/// the pages the scans decompressed only partially.
-async fn check_random_requests(root: &std::path::Path, seed: u64, requests: usize) -> usize {
-    let engine = engine(root);
+/// The page machinery on, then off: every oracle test runs with both.
+const MACHINERY: [PageMachinery; 2] = [PageMachinery::ON, PageMachinery::OFF];
+
+/// Runs `requests` random requests over `root` with the page machinery as given, and checks
+/// each against the oracle. Returns the pages the scans decompressed only partially.
+async fn check_random_requests(
+    root: &std::path::Path,
+    seed: u64,
+    requests: usize,
+    pages: PageMachinery,
+) -> usize {
+    let engine = engine_with_pages(root, 2, pages);
     let records = read_all(root);
     assert!(!records.rows.is_empty());
     let mut rng = StdRng::seed_from_u64(seed);
@@ -213,14 +222,21 @@ async fn engine_agrees_with_the_oracle_on_zstd_files_whose_pages_it_decompresses
         let dir = generate(6000, 7);
         let root = data_root(&dir);
         rewrite_with_zstd(&root, version, offset_index);
-        let partially = check_random_requests(&root, seed, 150).await;
-        assert!(partially > 0, "{version:?}: no page was decompressed partially");
         let prefix = format!("{version:?}");
         server.upload_folder(&root, "logs", &prefix);
-        let over_bucket = bucket_engine(&format!("s3://logs/{prefix}"), &server.endpoint(), 1);
         let bucket = format!("s3://logs/{prefix}/");
-        let (_, partially) = bucket_agrees_with_folder(&root, &over_bucket, &bucket, 30).await;
-        assert!(partially > 0, "{version:?}: no page was decompressed partially over the bucket");
+        for pages in MACHINERY {
+            let partially = check_random_requests(&root, seed, 150, pages).await;
+            assert_eq!(
+                partially > 0,
+                pages.partial_pages,
+                "{version:?}, {pages:?}: pages decompressed partially"
+            );
+            let over_bucket =
+                bucket_engine_with_pages(&format!("s3://logs/{prefix}"), &server.endpoint(), 1, pages);
+            let (_, partially) = bucket_agrees_with_folder(&root, &over_bucket, &bucket, 30, pages).await;
+            assert_eq!(partially > 0, pages.partial_pages, "{version:?}, {pages:?}: over the bucket");
+        }
     }
 }
 
@@ -240,9 +256,12 @@ async fn over_a_bucket_the_engine_exports_what_it_exports_over_the_folder() {
     server.create_bucket("logs");
     server.upload_folder(&root, "logs", "exports 2026/données");
     let endpoint = server.endpoint();
-    let over_bucket = bucket_engine("s3://logs/exports%202026/donn%C3%A9es", &endpoint, 1);
-    assert_eq!(over_bucket.storage().applications().await.unwrap(), [1001, 1002, 1003]);
-    bucket_agrees_with_folder(&root, &over_bucket, "s3://logs/exports 2026/données/", 60).await;
+    for pages in MACHINERY {
+        let over_bucket =
+            bucket_engine_with_pages("s3://logs/exports%202026/donn%C3%A9es", &endpoint, 1, pages);
+        assert_eq!(over_bucket.storage().applications().await.unwrap(), [1001, 1002, 1003]);
+        bucket_agrees_with_folder(&root, &over_bucket, "s3://logs/exports 2026/données/", 60, pages).await;
+    }
 }
 
 /// Over a bucket with objects larger than the first read of their footers (512 KiB), so that
@@ -256,13 +275,17 @@ async fn over_a_bucket_the_scan_reads_pages_ahead_and_exports_what_it_exports_ov
     let server = logs_testkit::s3::S3Server::start();
     server.create_bucket("logs");
     server.upload_folder(&root, "logs", "data");
-    let over_bucket = bucket_engine("s3://logs/data", &server.endpoint(), 1);
-    let (read_ahead, _) = bucket_agrees_with_folder(&root, &over_bucket, "s3://logs/data/", 30).await;
-    assert!(read_ahead > 0, "filtered exports read pages ahead");
+    for pages in MACHINERY {
+        let over_bucket = bucket_engine_with_pages("s3://logs/data", &server.endpoint(), 1, pages);
+        let (read_ahead, _) =
+            bucket_agrees_with_folder(&root, &over_bucket, "s3://logs/data/", 30, pages).await;
+        assert_eq!(read_ahead > 0, pages.read_ahead, "{pages:?}: filtered exports read pages ahead");
+    }
 }
 
 /// Runs `queries` random requests over the folder `root` and over `over_bucket` (a copy of it
-/// below `prefix`; both scans in one partition): the same rows in the same order, the
+/// below `prefix`; both scans in one partition; both with the page machinery `pages`): the
+/// same rows in the same order, the
 /// oracle's rows, the same pruning, and no credential in `--explain`. Returns the pages the
 /// bucket's scans read ahead, and those they decompressed only partially.
 async fn bucket_agrees_with_folder(
@@ -270,8 +293,9 @@ async fn bucket_agrees_with_folder(
     over_bucket: &logs_core::Engine,
     prefix: &str,
     queries: usize,
+    pages: PageMachinery,
 ) -> (usize, usize) {
-    let over_folder = engine_with_partitions(root, 1);
+    let over_folder = engine_with_pages(root, 1, pages);
     let records = read_all(root);
     let mut rng = StdRng::seed_from_u64(3);
     let (mut read_ahead, mut partially) = (0, 0);
@@ -316,12 +340,16 @@ async fn bucket_agrees_with_folder(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn engine_agrees_with_the_oracle_on_a_generated_dataset() {
     let dir = generate(6000, 7);
-    check_random_requests(&data_root(&dir), 1, 150).await;
+    for pages in MACHINERY {
+        check_random_requests(&data_root(&dir), 1, 150, pages).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn engine_agrees_with_the_oracle_on_the_bundled_testdata() {
-    check_random_requests(&testdata(), 2, 150).await;
+    for pages in MACHINERY {
+        check_random_requests(&testdata(), 2, 150, pages).await;
+    }
 }
 
 /// An empty value is a filter value too, and the empty value a rewritten page holds for a row
@@ -355,9 +383,9 @@ async fn empty_filter_values_select_only_rows_whose_value_is_empty() {
         writer.close().unwrap();
     }
     let records = read_all(&root);
-    let engine = engine(&root);
     let (mut non_empty, mut partially) = (0, 0);
-    for os in ["android", "ios", "windows"] {
+    for (os, pages) in ["android", "ios", "windows"].into_iter().flat_map(|os| MACHINERY.map(|p| (os, p))) {
+        let engine = engine_with_pages(&root, 2, pages);
         for first in [true, false] {
             let filters = if first { format!("city=&os_name={os}") } else { format!("os_name={os}&city=") };
             let query = format!(

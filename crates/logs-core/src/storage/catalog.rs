@@ -11,7 +11,7 @@
 //! start with `.` or `_`, are passed over.
 //!
 //! The footers of the files kept are completed with their page index (or an offset index
-//! rebuilt from their page headers, `page_headers.rs`) and cached (`footer.rs`): the scan
+//! rebuilt from their page headers, `pages/offset_index.rs`) and cached (`footer.rs`): the scan
 //! then reads no footer a second time, and later exports of the same files none at all. Over
 //! a store, the bytes a footer was read with (the object's last 512 KiB) go to the scan too,
 //! up to [`KEPT_FOR_SCAN`] per export.
@@ -21,21 +21,19 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
-use datafusion::arrow::datatypes::DataType;
-use datafusion::parquet::arrow::parquet_to_arrow_schema;
-use datafusion::parquet::basic::{ConvertedType, LogicalType};
-use datafusion::parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
-use datafusion::parquet::file::statistics::Statistics;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::parquet::file::metadata::RowGroupMetaData;
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore};
 
 use crate::error::{Error, Result};
 use crate::request::{DateDimension, TimeRange};
-use crate::schema::{Field, FieldType};
 use crate::storage::footer;
+use crate::storage::footer_checks::{self, RangeOverlap};
+use crate::storage::listing::{Listed, Listing};
+use crate::storage::local;
 use crate::storage::object::{self, Backend, ObjectFile, Prefetched, RequestCounts};
-use crate::storage::{Scope, Storage, local};
 
 /// How many footers are read at once.
 const FOOTER_READS_IN_FLIGHT: usize = 16;
@@ -44,6 +42,23 @@ const LISTINGS_IN_FLIGHT: usize = 8;
 /// Bytes read with the footers that one export keeps for its scan, at most: beyond, the scan
 /// fetches them again.
 const KEPT_FOR_SCAN: u64 = 32 * 1024 * 1024;
+
+/// What storage needs to know of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub application_id: i64,
+    pub range: TimeRange,
+    pub dimension: DateDimension,
+    /// Leave unreadable files out (and count them) instead of failing.
+    pub skip_unavailable: bool,
+    /// Rows are picked within files by more than the time range (filters, parts), so that the
+    /// scan can skip pages that hold none of them. A file without an offset index then gets one
+    /// rebuilt from its page headers; otherwise only a file the range cuts through does.
+    pub selects_rows: bool,
+    /// Rebuild the offset index of a file written without one from its page headers, when
+    /// the scan selects rows within it (`PageMachinery::offset_index`).
+    pub rebuild_offset_index: bool,
+}
 
 /// A file an export reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,37 +124,33 @@ impl FileSelection {
     }
 }
 
-/// The entries of one folder (or prefix), by name.
-#[derive(Debug, Default)]
-pub(crate) struct Listing {
-    pub(crate) folders: Vec<String>,
-    pub(crate) objects: Vec<Listed>,
-}
-
-/// An object as listed.
-#[derive(Debug)]
-pub(crate) struct Listed {
-    /// The last part of its key or path.
-    pub(crate) file_name: String,
-    /// As errors name it.
-    pub(crate) name: Arc<str>,
-    pub(crate) meta: ObjectMeta,
-}
-
-impl Listing {
-    pub(crate) fn sort(&mut self) {
-        self.folders.sort();
-        self.objects.sort_by(|a, b| a.file_name.cmp(&b.file_name));
-    }
-}
-
 enum FooterCheck {
     Keep(SelectedFile),
     Pruned,
     Unreadable(SkippedFile),
 }
 
-impl Storage {
+/// The catalog of a dataset: its listings, and the files an export reads. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Catalog {
+    backend: Backend,
+    metadata_cache: Arc<FileMetadataCache>,
+}
+
+impl Catalog {
+    /// The catalog of the dataset `backend` reads; footers are cached in `metadata_cache`.
+    pub(crate) fn new(backend: Backend, metadata_cache: Arc<FileMetadataCache>) -> Catalog {
+        Catalog { backend, metadata_cache }
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    pub(crate) fn metadata_cache(&self) -> &Arc<FileMetadataCache> {
+        &self.metadata_cache
+    }
+
     /// The entries below `segments` (folder names from the root); `None` if there is no such
     /// folder. Over a bucket, a prefix with no keys is absent.
     pub(crate) async fn list(&self, segments: &[&str], counts: &RequestCounts) -> Result<Option<Listing>> {
@@ -172,7 +183,7 @@ impl Storage {
     }
 
     /// The ids of the applications that have a folder, ascending.
-    pub async fn applications(&self) -> Result<Vec<i64>> {
+    pub(crate) async fn applications(&self) -> Result<Vec<i64>> {
         let listing = self.list(&[], &RequestCounts::default()).await?.unwrap_or_default();
         let mut ids: Vec<i64> = listing
             .folders
@@ -185,7 +196,7 @@ impl Storage {
     }
 
     /// The dates of application `id` that have a folder, ascending.
-    pub async fn dates(&self, id: i64) -> Result<Vec<NaiveDate>> {
+    pub(crate) async fn dates(&self, id: i64) -> Result<Vec<NaiveDate>> {
         let app = format!("application_id={id}");
         let listing = self.list(&[&app], &RequestCounts::default()).await?.unwrap_or_default();
         Ok(date_folders(&listing).into_iter().map(|(date, _)| date).collect())
@@ -193,7 +204,7 @@ impl Storage {
 
     /// Selects the files an export of `scope` must read (see the module documentation),
     /// counting the requests made in `counts`.
-    pub async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
+    pub(crate) async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
         let mut selection = FileSelection::default();
         let app = format!("application_id={}", scope.application_id);
         let in_range = (scope.dimension == DateDimension::Default)
@@ -289,14 +300,14 @@ impl Storage {
             .collect()
     }
 
-    /// [`Storage::check_footer`], for a local file on the blocking pool: its reads are
+    /// [`Catalog::check_footer`], for a local file on the blocking pool: its reads are
     /// synchronous, and several footers are read at once.
     async fn check_footer_off_the_worker(&self, file: ObjectFile, scope: Scope) -> Result<FooterCheck> {
         match self.backend() {
             Backend::Local { .. } => {
-                let storage = self.clone();
+                let catalog = self.clone();
                 let runtime = tokio::runtime::Handle::current();
-                tokio::task::spawn_blocking(move || runtime.block_on(storage.check_footer(file, scope)))
+                tokio::task::spawn_blocking(move || runtime.block_on(catalog.check_footer(file, scope)))
                     .await
                     .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))
             }
@@ -305,7 +316,7 @@ impl Storage {
     }
 
     async fn check_footer(&self, mut file: ObjectFile, scope: Scope) -> FooterCheck {
-        let cache = self.metadata_cache();
+        let cache = self.metadata_cache.as_ref();
         let cached = footer::cached(cache, file.meta());
         let read = async {
             let footer = match &cached {
@@ -313,9 +324,10 @@ impl Storage {
                 None => Arc::new(footer::read(&mut file).await?),
             };
             // Checked on every export, cached footer or not: the checks are cheap.
-            check_types(&footer)?;
+            footer_checks::check_types(&footer)?;
             let rows = footer.file_metadata().num_rows().max(0) as u64;
-            let overlap = range_overlap(&footer, scope.dimension.timestamp_field().name(), scope.range);
+            let overlap =
+                footer_checks::range_overlap(&footer, scope.dimension.timestamp_field().name(), scope.range);
             if rows == 0 || overlap == RangeOverlap::None {
                 return Ok(None);
             }
@@ -323,6 +335,7 @@ impl Storage {
             if cached.is_none() {
                 // Pages are skipped only where rows are picked within the file.
                 let selects_rows = scope.selects_rows || overlap != RangeOverlap::All;
+                let selects_rows = selects_rows && scope.rebuild_offset_index;
                 let completed = footer::complete(&file, &footer, selects_rows).await?;
                 prefetched = footer::kept_for_scan(&file);
                 footer::remember(cache, file.meta(), completed);
@@ -341,7 +354,14 @@ impl Storage {
             }))
         };
         match read.await {
-            Err(reason) => FooterCheck::Unreadable(SkippedFile { name: file.name().to_owned(), reason }),
+            Err(error) => {
+                // The file is named beside the reason.
+                let reason = match error {
+                    Error::Storage { message, .. } => message,
+                    other => other.to_string(),
+                };
+                FooterCheck::Unreadable(SkippedFile { name: file.name().to_owned(), reason })
+            }
             Ok(None) => FooterCheck::Pruned,
             Ok(Some(selected)) => FooterCheck::Keep(selected),
         }
@@ -459,148 +479,8 @@ fn utc_date(timestamp: i64) -> NaiveDate {
     chrono::DateTime::from_timestamp(timestamp, 0).map_or(NaiveDate::MIN, |t| t.date_naive())
 }
 
-/// Checks that every column of the dataset contract the file holds has a type the engine reads
-/// exactly (see the dataset contract, docs/dataset.md); anything else would be converted lossily or
-/// fail in the middle of an export. Other columns are ignored.
-fn check_types(footer: &ParquetMetaData) -> std::result::Result<(), String> {
-    let file_meta = footer.file_metadata();
-    let schema = parquet_to_arrow_schema(file_meta.schema_descr(), file_meta.key_value_metadata())
-        .map_err(|e| format!("its schema cannot be read ({e})"))?;
-    for field in schema.fields() {
-        let Some(expected) = Field::from_name(field.name()) else { continue };
-        if expected.is_partition() {
-            continue;
-        }
-        let found = field.data_type();
-        let accepted = match expected.field_type() {
-            FieldType::String => is_string(found),
-            FieldType::Int64 => matches!(
-                found,
-                DataType::Int8
-                    | DataType::Int16
-                    | DataType::Int32
-                    | DataType::Int64
-                    | DataType::UInt8
-                    | DataType::UInt16
-                    | DataType::UInt32
-            ),
-            FieldType::UInt64 => match found {
-                DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => true,
-                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
-                    if !signed_column_is_non_negative(footer, field.name()) {
-                        return Err(format!(
-                            "column `{}` is a signed integer that may hold negative values; \
-                             expected unsigned 64-bit integers (values above 2^63 written as signed?)",
-                            field.name()
-                        ));
-                    }
-                    true
-                }
-                _ => false,
-            },
-        };
-        if !accepted {
-            let expected = match expected.field_type() {
-                FieldType::String => "text",
-                FieldType::Int64 => "a signed integer of at most 64 bits",
-                FieldType::UInt64 => "an unsigned integer of at most 64 bits",
-            };
-            return Err(format!("column `{}` has type {found}; expected {expected}", field.name()));
-        }
-    }
-    Ok(())
-}
-
-fn is_string(data_type: &DataType) -> bool {
-    match data_type {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, value) => is_string(value),
-        _ => false,
-    }
-}
-
-/// True when the statistics of every row group show a minimum of at least 0 (or only nulls).
-fn signed_column_is_non_negative(footer: &ParquetMetaData, column: &str) -> bool {
-    let columns = footer.file_metadata().schema_descr().columns();
-    let Some(index) = columns.iter().position(|c| c.path().string() == column) else { return true };
-    footer.row_groups().iter().all(|rg| {
-        let chunk = rg.column(index);
-        match chunk.statistics() {
-            Some(Statistics::Int64(s)) => {
-                s.min_opt().map_or(s.null_count_opt() == Some(rg.num_rows() as u64), |m| *m >= 0)
-            }
-            Some(Statistics::Int32(s)) => {
-                s.min_opt().map_or(s.null_count_opt() == Some(rg.num_rows() as u64), |m| *m >= 0)
-            }
-            _ => false,
-        }
-    })
-}
-
-/// How the rows of a file lie relative to an export's time range, as far as its footer shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RangeOverlap {
-    /// The statistics of every row group prove that no row is in the range.
-    None,
-    /// Some rows may be in the range, some may not.
-    Some,
-    /// The statistics of every row group prove that every row is in the range: no nulls, and
-    /// minimum and maximum inside it.
-    All,
-}
-
-/// Where the rows of the file with footer `meta` lie relative to `range` in `column`. Missing
-/// statistics, or a type whose statistics cannot be compared as signed integers, give `Some`.
-fn range_overlap(meta: &ParquetMetaData, column: &str, range: TimeRange) -> RangeOverlap {
-    let columns = meta.file_metadata().schema_descr().columns();
-    let Some(index) = columns.iter().position(|c| c.path().string() == column) else {
-        // A file without the column holds nulls there, and nulls are never in a range.
-        return RangeOverlap::None;
-    };
-    // Statistics of unsigned 32-bit columns are stored as i32 but ordered as unsigned.
-    let signed = !matches!(columns[index].logical_type_ref(), Some(LogicalType::Integer(int)) if !int.is_signed)
-        && !matches!(columns[index].converted_type(), ConvertedType::UINT_32 | ConvertedType::UINT_64);
-    let mut overlap = RangeOverlap::None;
-    let mut all_inside = true;
-    for rg in meta.row_groups() {
-        let statistics = rg.column(index).statistics();
-        let bounds = match statistics {
-            Some(Statistics::Int64(s)) if signed => s.min_opt().copied().zip(s.max_opt().copied()),
-            Some(Statistics::Int32(s)) if signed => {
-                s.min_opt().map(|&v| i64::from(v)).zip(s.max_opt().map(|&v| i64::from(v)))
-            }
-            _ => return RangeOverlap::Some,
-        };
-        let nulls = statistics.and_then(|s| s.null_count_opt());
-        match bounds {
-            Some((min, max)) => {
-                if max >= range.since && min <= range.until {
-                    overlap = RangeOverlap::Some;
-                }
-                all_inside &= min >= range.since && max <= range.until && nulls == Some(0);
-            }
-            // No min/max: either statistics were not written, or the column is all null.
-            None if nulls == Some(rg.num_rows() as u64) => all_inside &= rg.num_rows() == 0,
-            None => return RangeOverlap::Some,
-        }
-    }
-    match overlap {
-        RangeOverlap::Some if all_inside => RangeOverlap::All,
-        overlap => overlap,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt64Array};
-    use datafusion::arrow::datatypes::{Field as ArrowField, Schema};
-    use datafusion::parquet::arrow::ArrowWriter;
-    use datafusion::parquet::data_type::Int32Type;
-    use datafusion::parquet::file::metadata::ParquetMetaDataReader;
-    use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
-    use datafusion::parquet::file::writer::SerializedFileWriter;
-    use datafusion::parquet::schema::parser::parse_message_type;
-
     use super::*;
 
     #[test]
@@ -627,139 +507,6 @@ mod tests {
     }
 
     /// The footer of a file of one column `t`, a row group for each array of `row_groups`.
-    fn footer(row_groups: &[ArrayRef], statistics: EnabledStatistics) -> ParquetMetaData {
-        let schema =
-            Arc::new(Schema::new(vec![ArrowField::new("t", row_groups[0].data_type().clone(), true)]));
-        let properties = WriterProperties::builder().set_statistics_enabled(statistics).build();
-        let mut out = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut out, Arc::clone(&schema), Some(properties)).unwrap();
-        for array in row_groups {
-            writer
-                .write(&RecordBatch::try_new(Arc::clone(&schema), vec![Arc::clone(array)]).unwrap())
-                .unwrap();
-            writer.flush().unwrap();
-        }
-        writer.close().unwrap();
-        let footer = ParquetMetaDataReader::new().parse_and_finish(&bytes::Bytes::from(out)).unwrap();
-        assert_eq!(footer.num_row_groups(), row_groups.len());
-        footer
-    }
-
-    /// `footer` with the statistics of every column chunk replaced by `statistics`.
-    fn with_statistics(footer: ParquetMetaData, statistics: Statistics) -> ParquetMetaData {
-        let mut builder = footer.into_builder();
-        let row_groups = builder
-            .take_row_groups()
-            .into_iter()
-            .map(|row_group| {
-                let columns = row_group
-                    .columns()
-                    .iter()
-                    .map(|c| c.clone().into_builder().set_statistics(statistics.clone()).build().unwrap())
-                    .collect();
-                row_group.into_builder().set_column_metadata(columns).build().unwrap()
-            })
-            .collect();
-        builder.set_row_groups(row_groups).build()
-    }
-
-    fn int64(values: &[Option<i64>]) -> ArrayRef {
-        Arc::new(Int64Array::from(values.to_vec()))
-    }
-
-    fn int32(values: &[Option<i32>]) -> ParquetMetaData {
-        footer(&[Arc::new(Int32Array::from(values.to_vec()))], EnabledStatistics::Chunk)
-    }
-
-    /// Pruning by footer statistics: a file is passed over only when every row group proves that
-    /// no row is in the range, and its rows skip the row-by-row range test only when every row
-    /// group proves that all are in it. Bounds are inclusive; a null is never in the range.
-    #[test]
-    fn footer_statistics_place_a_file_against_the_range_only_when_they_prove_it() {
-        use RangeOverlap::{All, None as Outside, Some as Partly};
-        let range = TimeRange { since: 100, until: 200 };
-        let overlap = |row_groups: &[&[Option<i64>]]| {
-            let arrays: Vec<ArrayRef> = row_groups.iter().map(|values| int64(values)).collect();
-            range_overlap(&footer(&arrays, EnabledStatistics::Chunk), "t", range)
-        };
-        let cases: [(&[&[Option<i64>]], RangeOverlap); 14] = [
-            (&[&[Some(100), Some(200)]], All),
-            (&[&[Some(150)], &[Some(100)], &[Some(200)]], All),
-            (&[&[Some(99), Some(150)]], Partly),
-            (&[&[Some(150), Some(201)]], Partly),
-            (&[&[Some(50), Some(100)]], Partly),
-            (&[&[Some(200), Some(250)]], Partly),
-            (&[&[Some(0), Some(99)]], Outside),
-            (&[&[Some(201), Some(300)]], Outside),
-            (&[&[Some(0), Some(99)], &[Some(201)]], Outside),
-            (&[&[Some(100), Some(200)], &[Some(300), Some(400)]], Partly),
-            (&[&[Some(0), Some(50)], &[Some(150)], &[Some(300)]], Partly),
-            (&[&[Some(150), None]], Partly),
-            (&[&[Some(150)], &[None, None]], Partly),
-            (&[&[None, None], &[None]], Outside),
-        ];
-        for (row_groups, expected) in cases {
-            assert_eq!(overlap(row_groups), expected, "{row_groups:?}");
-        }
-
-        // 32-bit signed timestamps are compared as well.
-        assert_eq!(range_overlap(&int32(&[Some(100), Some(200)]), "t", range), All);
-        assert_eq!(range_overlap(&int32(&[Some(201), Some(300)]), "t", range), Outside);
-        // Unsigned statistics are stored as signed: they prove nothing here.
-        let unsigned = footer(&[Arc::new(UInt32Array::from(vec![150]))], EnabledStatistics::Chunk);
-        assert_eq!(range_overlap(&unsigned, "t", range), Partly);
-        let unsigned = footer(&[Arc::new(UInt64Array::from(vec![u64::MAX]))], EnabledStatistics::Chunk);
-        assert_eq!(range_overlap(&unsigned, "t", range), Partly);
-        // Older writers mark an unsigned column with its converted type only.
-        let converted_only = {
-            let schema = Arc::new(parse_message_type("message m { required int32 t (UINT_32); }").unwrap());
-            let mut out = Vec::new();
-            let mut writer = SerializedFileWriter::new(&mut out, schema, Arc::default()).unwrap();
-            let mut row_group = writer.next_row_group().unwrap();
-            let mut column = row_group.next_column().unwrap().unwrap();
-            column.typed::<Int32Type>().write_batch(&[150], None, None).unwrap();
-            column.close().unwrap();
-            row_group.close().unwrap();
-            writer.close().unwrap();
-            ParquetMetaDataReader::new().parse_and_finish(&bytes::Bytes::from(out)).unwrap()
-        };
-        assert_eq!(converted_only.file_metadata().schema_descr().column(0).logical_type_ref(), None);
-        assert_eq!(range_overlap(&converted_only, "t", range), Partly);
-        // Statistics with a null count but no minimum and maximum prove nothing, unless every
-        // row is null.
-        let rows_and_nulls = |nulls| {
-            let written = footer(&[int64(&[Some(150), None])], EnabledStatistics::Chunk);
-            with_statistics(written, Statistics::int64(None, None, None, Some(nulls), false))
-        };
-        assert_eq!(range_overlap(&rows_and_nulls(1), "t", range), Partly);
-        assert_eq!(range_overlap(&rows_and_nulls(2), "t", range), Outside);
-        // Without statistics nothing is proved; without the column every row is null there.
-        let unknown = footer(&[int64(&[Some(0)])], EnabledStatistics::None);
-        assert_eq!(range_overlap(&unknown, "t", range), Partly);
-        let known = footer(&[int64(&[Some(0)])], EnabledStatistics::Chunk);
-        assert_eq!(range_overlap(&known, "other", range), Outside);
-    }
-
-    /// A signed column stands for an unsigned field only when every row group's minimum is at
-    /// least 0 or the row group holds only nulls.
-    #[test]
-    fn a_signed_column_is_non_negative_only_when_every_row_group_shows_it() {
-        let non_negative = |row_groups: &[&[Option<i64>]]| {
-            let arrays: Vec<ArrayRef> = row_groups.iter().map(|values| int64(values)).collect();
-            signed_column_is_non_negative(&footer(&arrays, EnabledStatistics::Chunk), "t")
-        };
-        assert!(non_negative(&[&[Some(0), Some(5)]]));
-        assert!(non_negative(&[&[Some(3), None], &[None, None]]));
-        assert!(!non_negative(&[&[Some(-1), Some(5)]]));
-        assert!(!non_negative(&[&[Some(0)], &[Some(i64::MIN)]]));
-        assert!(signed_column_is_non_negative(&int32(&[Some(0), Some(1)]), "t"));
-        assert!(!signed_column_is_non_negative(&int32(&[Some(-1), Some(1)]), "t"));
-        assert!(signed_column_is_non_negative(&int32(&[None, None]), "t"));
-        let unknown = footer(&[int64(&[Some(1)])], EnabledStatistics::None);
-        assert!(!signed_column_is_non_negative(&unknown, "t"), "no statistics prove nothing");
-        assert!(signed_column_is_non_negative(&unknown, "other"), "an absent column holds no value");
-    }
-
     #[test]
     fn utc_dates() {
         assert_eq!(utc_date(0), NaiveDate::from_ymd_opt(1970, 1, 1).unwrap());

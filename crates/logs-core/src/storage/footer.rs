@@ -14,24 +14,16 @@ use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use object_store::ObjectMeta;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::storage::object::{ObjectFile, Prefetched};
-use crate::storage::page_headers;
+use crate::storage::pages::offset_index;
 
-/// Bytes read from the end of a local file at first: the footers of the dataset's files fit.
-const LOCAL_TAIL: u64 = 64 * 1024;
-/// Bytes read from the end of an object in a store at first. A request costs a round trip and
-/// a few hundred KiB more cost little: the footer, page index and bloom filters of the
-/// dataset's files usually fit, and a small file comes whole.
-const STORE_TAIL: u64 = 512 * 1024;
-
-/// The footer of `file`, without its page index. The end of the file is fetched first, in one
-/// request, and `file` holds it: reading the page index and bloom filters from it later makes
+/// The footer of `file`, without its page index. The end of the file is fetched first
+/// (`Reads::footer_tail`), in one request, and `file` holds it: reading the page index and bloom filters from it later makes
 /// no request.
-pub(crate) async fn read(file: &mut ObjectFile) -> Result<ParquetMetaData, String> {
-    let tail = if file.is_remote() { STORE_TAIL } else { LOCAL_TAIL };
-    file.prefetch_tail(tail).await.map_err(|e| reason(ParquetError::External(Box::new(e))))?;
-    ParquetMetaDataReader::new().load_and_finish(&*file, file.size()).await.map_err(reason)
+pub(crate) async fn read(file: &mut ObjectFile) -> Result<ParquetMetaData> {
+    file.prefetch_tail(file.reads().footer_tail).await?;
+    ParquetMetaDataReader::new().load_and_finish(&*file, file.size()).await.map_err(|e| unreadable(file, e))
 }
 
 /// What the scan should keep of the bytes `file` holds since [`read`]: over a store, all of
@@ -39,7 +31,7 @@ pub(crate) async fn read(file: &mut ObjectFile) -> Result<ParquetMetaData, Strin
 /// of which the scan would otherwise fetch in a request of its own; nothing of a local file,
 /// whose reads cost little.
 pub(crate) fn kept_for_scan(file: &ObjectFile) -> Prefetched {
-    if file.is_remote() { file.prefetched().clone() } else { Prefetched::default() }
+    if file.reads().round_trips { file.prefetched().clone() } else { Prefetched::default() }
 }
 
 /// `footer` with the page index of `file`. For a file written without one, when the scan will
@@ -50,28 +42,37 @@ pub(crate) async fn complete(
     file: &ObjectFile,
     footer: &ParquetMetaData,
     selects_rows: bool,
-) -> Result<ParquetMetaData, String> {
+) -> Result<ParquetMetaData> {
     let mut reader = ParquetMetaDataReader::new_with_metadata(footer.clone())
         .with_page_index_policy(PageIndexPolicy::Optional);
-    reader.load_page_index(file).await.map_err(reason)?;
-    let footer = reader.finish().map_err(reason)?;
+    reader.load_page_index(file).await.map_err(|e| unreadable(file, e))?;
+    let footer = reader.finish().map_err(|e| unreadable(file, e))?;
     if !selects_rows {
         return Ok(footer);
     }
-    Ok(match page_headers::with_rebuilt_offset_index(file, &footer).await {
+    Ok(match offset_index::with_rebuilt_offset_index(file, &footer).await {
         Some(rebuilt) => rebuilt,
         None => footer,
     })
 }
 
-/// Why a footer could not be read: the store's own error, or the file's fault.
-fn reason(e: ParquetError) -> String {
-    if let ParquetError::External(inner) = &e
-        && let Some(Error::Storage { message, .. }) = inner.downcast_ref::<Error>()
-    {
-        return message.clone();
+/// Why a footer could not be read: the store's own error (a read of `file` failed), or the
+/// file's fault.
+fn unreadable(file: &ObjectFile, e: ParquetError) -> Error {
+    match e {
+        ParquetError::External(inner) => match inner.downcast::<Error>() {
+            Ok(error) => *error,
+            Err(inner) => not_parquet(file, ParquetError::External(inner)),
+        },
+        e => not_parquet(file, e),
     }
-    format!("not a readable Parquet file ({e})")
+}
+
+fn not_parquet(file: &ObjectFile, e: ParquetError) -> Error {
+    Error::Storage {
+        path: Some(file.name().to_owned()),
+        message: format!("not a readable Parquet file ({e})"),
+    }
 }
 
 /// The cached footer of the object `meta` describes, if the cache holds one for it.

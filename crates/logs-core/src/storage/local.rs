@@ -1,4 +1,9 @@
-//! The local folder's own piece of the storage layer: listing with `std::fs`, strictly.
+//! The local folder's own piece of the storage layer: listing with `std::fs`, strictly, and
+//! positioned reads on the calling thread (their settings are `object::LOCAL_READS`).
+//!
+//! A local read is short, the decoding that follows runs on the same thread, and a hand-off
+//! to a blocking pool for each one costs more than the read. A file is checked once, when
+//! first read, against the identity the listing recorded ([`etag`]).
 //!
 //! `object_store`'s `LocalFileSystem` passes over an entry it cannot look at (in a folder that
 //! can be listed but not entered, every file is passed over), which would silently shrink an
@@ -6,18 +11,69 @@
 //! naming the path. The objects it lists carry the ETag `LocalFileSystem` would give them
 //! ([`etag`]), so that reads check a file's identity the same way over either.
 
-use std::fs::Metadata;
+use std::fs::{File, Metadata};
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use object_store::ObjectMeta;
 use object_store::path::Path as ObjectPath;
 
 use crate::error::{Error, Result};
-use crate::storage::catalog::{Listed, Listing};
+use crate::storage::listing::{Listed, Listing};
+
+/// A local file of the dataset, opened on its first read.
+#[derive(Debug)]
+pub(crate) struct LocalFile {
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+impl LocalFile {
+    pub(crate) fn new(path: PathBuf) -> LocalFile {
+        LocalFile { path, file: Mutex::new(None) }
+    }
+
+    /// The bytes of `range`, read on the calling thread; the file must still have the ETag
+    /// `listed`.
+    pub(crate) fn read(&self, listed: Option<&str>, range: Range<u64>) -> Result<Bytes> {
+        let io = |e: std::io::Error| storage(&self.path, e);
+        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if file.is_none() {
+            let opened = File::open(&self.path).map_err(io)?;
+            let found = etag(&opened.metadata().map_err(io)?);
+            if listed != Some(found.as_str()) {
+                return Err(Error::Storage {
+                    path: Some(self.path.display().to_string()),
+                    message: "the file changed after the export selected it (its size, modification time \
+                              or inode differ)"
+                        .into(),
+                });
+            }
+            *file = Some(opened);
+        }
+        let mut file = file.as_ref().expect("opened above");
+        let len = (range.end - range.start) as usize;
+        // Read into spare capacity: a zeroed buffer would cost a memset of every byte read.
+        let mut buffer = Vec::with_capacity(len);
+        let read = file
+            .seek(SeekFrom::Start(range.start))
+            .and_then(|_| file.take(len as u64).read_to_end(&mut buffer));
+        match read {
+            Ok(n) if n == len => Ok(Bytes::from(buffer)),
+            Ok(n) => Err(io(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                format!("{n} of {len} bytes at {} read", range.start),
+            ))),
+            Err(e) => Err(io(e)),
+        }
+    }
+}
 
 /// The identity of a local file: inode, modification time in microseconds and size, in hex,
 /// as `object_store`'s `LocalFileSystem` writes its ETags.

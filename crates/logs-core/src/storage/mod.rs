@@ -6,35 +6,40 @@
 //! scan reads exactly those files. Inside:
 //!
 //! - `location.rs`: a local path, `file://` or `s3://bucket/prefix`, and the store built for it;
-//! - `catalog.rs`: listing, pruning by folders and footers, `skip_unavailable_shards`;
-//! - `footer.rs`: footers read, completed with page indexes, and cached by object identity;
-//! - `page_headers.rs`: an offset index rebuilt for files written without one;
-//! - `selection.rs` and `partial_page.rs`: the rows an export's equality filters select in a
-//!   row group, and the pages of other text columns rewritten to be decompressed only that far;
+//! - `catalog.rs`: the `Catalog`: listing (`listing.rs`), pruning by folders and footers,
+//!   `skip_unavailable_shards`;
+//! - `footer.rs` and `footer_checks.rs`: footers read, completed with page indexes, cached by
+//!   object identity, and checked against the dataset contract and the range;
 //! - `object.rs`: conditional, coalesced, concurrent and counted reads of one object;
 //! - `reader.rs` and `table.rs`: the scan's reader and table;
 //! - `budget.rs`: a bound on the pages the readers of one export hold fetched at once;
-//! - `local.rs`: what only a local folder does (strict listing; reads without thread hand-offs).
+//! - `pages/`: the page machinery, everything that goes below the parquet crate's public
+//!   surface, behind one entry point and one switch ([`PageMachinery`]);
+//! - `local.rs`: the local fast path, one bounded piece: a strict `std::fs` listing, positioned
+//!   reads on the calling thread, and the settings of those reads, chosen when a file is
+//!   opened (`object::Reads`); no other module asks which kind of store it reads.
 //!
 //! Every path works over any `object_store::ObjectStore`; an S3 bucket is one, and an embedder
-//! may hand in another ([`Storage::from_store`]).
+//! may hand in another ([`Storage::from_store`]). Modules import downwards only: `mod.rs` and
+//! the `Catalog` above the reader, footers and objects; `listing.rs` and `pages/thrift.rs` are
+//! leaves.
 
 mod budget;
 mod catalog;
 mod footer;
+mod footer_checks;
+mod listing;
 mod local;
 mod location;
 mod object;
-mod page_headers;
-pub(crate) mod partial_page;
-mod read_ahead;
+mod pages;
 mod reader;
-mod selection;
 mod table;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use chrono::NaiveDate;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::config::TableParquetOptions;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
@@ -42,38 +47,25 @@ use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-pub use catalog::{FileSelection, SelectedFile, SkippedFile};
+pub use catalog::{FileSelection, Scope, SelectedFile, SkippedFile};
 pub use location::{Addressing, DatasetLocation, S3Credentials, S3Options};
 pub use object::{RequestCounts, Requests};
+pub use pages::PageMachinery;
 pub use reader::ScanProgress;
+pub(crate) use reader::ScanSettings;
 
 use crate::error::{Error, Result};
-use crate::request::{DateDimension, TimeRange};
+use catalog::Catalog;
 use object::Backend;
 use reader::ScanReaders;
 use table::SelectedFiles;
-
-/// What storage needs to know of an export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scope {
-    pub application_id: i64,
-    pub range: TimeRange,
-    pub dimension: DateDimension,
-    /// Leave unreadable files out (and count them) instead of failing.
-    pub skip_unavailable: bool,
-    /// Rows are picked within files by more than the time range (filters, parts), so that the
-    /// scan can skip pages that hold none of them. A file without an offset index then gets one
-    /// rebuilt from its page headers; otherwise only a file the range cuts through does.
-    pub selects_rows: bool,
-}
 
 /// A dataset's storage (see the module documentation). Cheap to clone.
 #[derive(Clone)]
 pub struct Storage {
     location: String,
-    backend: Backend,
     url: ObjectStoreUrl,
-    metadata_cache: Arc<FileMetadataCache>,
+    catalog: Catalog,
 }
 
 impl std::fmt::Debug for Storage {
@@ -105,9 +97,8 @@ impl Storage {
                 local::list(&root)?;
                 Ok(Storage {
                     location: root.display().to_string(),
-                    backend: Backend::Local { root },
                     url: ObjectStoreUrl::local_filesystem(),
-                    metadata_cache,
+                    catalog: Catalog::new(Backend::Local { root }, metadata_cache),
                 })
             }
             DatasetLocation::S3 { bucket, .. } => {
@@ -116,7 +107,8 @@ impl Storage {
                 // S3 lists keys in UTF-8 binary order.
                 let backend =
                     Backend::Store { store, prefix, url: format!("s3://{bucket}"), sorted_listing: true };
-                Ok(Storage { location: location.to_string(), backend, url, metadata_cache })
+                let catalog = Catalog::new(backend, metadata_cache);
+                Ok(Storage { location: location.to_string(), url, catalog })
             }
         }
     }
@@ -132,7 +124,7 @@ impl Storage {
     ) -> Storage {
         let name = url.as_str().trim_end_matches('/').to_owned();
         let backend = Backend::Store { store, prefix, url: name, sorted_listing: false };
-        Storage { location, backend, url, metadata_cache }
+        Storage { location, url, catalog: Catalog::new(backend, metadata_cache) }
     }
 
     /// The location, as given (a local folder canonical).
@@ -147,7 +139,7 @@ impl Storage {
 
     /// The object store, for a dataset in one (`None` for a local folder).
     pub fn object_store(&self) -> Option<Arc<dyn ObjectStore>> {
-        match &self.backend {
+        match self.catalog.backend() {
             Backend::Local { .. } => None,
             Backend::Store { store, .. } => Some(Arc::clone(store)),
         }
@@ -156,7 +148,7 @@ impl Storage {
     /// Lists the root once: a missing bucket, refused credentials or an unreachable server
     /// fail here.
     pub async fn check(&self) -> Result<()> {
-        let listing = self.list(&[], &RequestCounts::default()).await?;
+        let listing = self.catalog.list(&[], &RequestCounts::default()).await?;
         // A bucket's prefix without keys is an empty dataset; a local root that is gone is not.
         if listing.is_none() && self.is_local() {
             return Err(Error::Storage {
@@ -170,7 +162,7 @@ impl Storage {
     /// The object `name` directly below the root, or `None` if there is none (such as
     /// `applications.toml`).
     pub async fn read_optional(&self, name: &str) -> Result<Option<Bytes>> {
-        match &self.backend {
+        match self.catalog.backend() {
             Backend::Local { root } => {
                 let path = root.join(name);
                 let read = tokio::task::spawn_blocking(move || (std::fs::read(&path), path)).await;
@@ -199,8 +191,7 @@ impl Storage {
     }
 
     /// The table an export of `files` scans, with `schema`; its reads are counted in `counts`
-    /// and `progress`, and its readers hold about `fetched_limit` bytes fetched at once at most
-    /// (`budget.rs`).
+    /// and `progress`, and read as `settings` say.
     pub(crate) fn table(
         &self,
         schema: SchemaRef,
@@ -208,23 +199,32 @@ impl Storage {
         options: TableParquetOptions,
         counts: Arc<RequestCounts>,
         progress: Arc<ScanProgress>,
-        fetched_limit: u64,
+        settings: ScanSettings,
     ) -> Arc<SelectedFiles> {
-        let cache = Arc::clone(&self.metadata_cache);
-        let readers = ScanReaders::new(self.backend.clone(), files, cache, counts, progress, fetched_limit);
+        let cache = Arc::clone(self.catalog.metadata_cache());
+        let backend = self.catalog.backend().clone();
+        let readers = ScanReaders::new(backend, files, cache, counts, progress, settings);
         Arc::new(SelectedFiles::new(schema, files.to_vec(), options, self.url.clone(), readers))
-    }
-
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.backend
-    }
-
-    pub(crate) fn metadata_cache(&self) -> &FileMetadataCache {
-        self.metadata_cache.as_ref()
     }
 
     /// Whether the dataset is a local folder (its requests are file reads, not HTTP).
     pub fn is_local(&self) -> bool {
-        matches!(self.backend, Backend::Local { .. })
+        matches!(self.catalog.backend(), Backend::Local { .. })
+    }
+
+    /// The ids of the applications that have a folder, ascending.
+    pub async fn applications(&self) -> Result<Vec<i64>> {
+        self.catalog.applications().await
+    }
+
+    /// The dates of application `id` that have a folder, ascending.
+    pub async fn dates(&self, id: i64) -> Result<Vec<NaiveDate>> {
+        self.catalog.dates(id).await
+    }
+
+    /// Selects the files an export of `scope` must read (`catalog.rs`), counting the requests
+    /// made in `counts`.
+    pub async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
+        self.catalog.select(scope, counts).await
     }
 }

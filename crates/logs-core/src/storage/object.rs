@@ -4,39 +4,63 @@
 //! Over an object store every read is a GET with `If-Match` on the ETag the listing gave (or
 //! the version, or `If-Unmodified-Since` where the store has neither), so an object deleted or
 //! overwritten during an export fails it, naming the key, and never yields a short or mixed
-//! export. Ranges at most [`STORE_COALESCE_GAP`] apart are fetched as one; the fetches of one
-//! call run [`STORE_FETCHES_IN_FLIGHT`] at a time. `object_store` retries transient failures.
+//! export. Close ranges are fetched as one ([`STORE_READS`]). `object_store` retries transient
+//! failures.
 //!
-//! A local folder is read with positioned reads on the calling thread instead (see
-//! `local.rs`): the reads are short, the decoding that follows runs on the same thread, and a
-//! hand-off to a blocking pool for each one costs more than the read. The file is checked once,
-//! when first read, against the same identity the listing recorded (`local::etag`).
+//! A local folder is the one other kind of source, and the whole of its difference is decided
+//! when an [`ObjectFile`] is made: its reads are positioned reads on the calling thread
+//! (`local.rs`), and its [`Reads`] settings are [`LOCAL_READS`] instead of [`STORE_READS`].
+//! Code above this module asks the settings, never the kind of store.
 
-use std::fs::File;
-use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
 use crate::error::{Error, Result};
-use crate::storage::local;
+use crate::storage::local::LocalFile;
 
-/// Over an object store, ranges at most this far apart are fetched in one GET: reading through
-/// a gap is worth it while it takes less than another request's first byte, so the gap is
-/// latency × bandwidth (10-20 ms to the first byte within a region, at 100 MiB/s or more per
-/// connection), as in the Parquet readers of Arrow C++ and DuckDB (docs/decisions.md).
-const STORE_COALESCE_GAP: u64 = 2 * 1024 * 1024;
-/// On a local disk, only ranges this close are read at once.
-const LOCAL_COALESCE_GAP: u64 = 16 * 1024;
-/// GETs of one call in flight at once.
-const STORE_FETCHES_IN_FLIGHT: usize = 8;
+/// How the reads of one kind of source are made: chosen once per store, carried by each
+/// [`ObjectFile`], and asked by the code that plans reads (the footer's first read, the page
+/// machinery, the offset-index rebuild) instead of the kind of store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reads {
+    /// Each read costs a round trip (a request to an object store), not a system call: worth
+    /// bringing more in one read, and keeping what was brought.
+    pub(crate) round_trips: bool,
+    /// Ranges at most this far apart are read as one.
+    pub(crate) coalesce_gap: u64,
+    /// Bytes read from the end of a file at first, for its footer.
+    pub(crate) footer_tail: u64,
+    /// Bytes read at a time while walking a column chunk's page headers.
+    pub(crate) header_window: u64,
+}
+
+/// A local read costs a system call, not a round trip: only ranges 16 KiB apart are read as
+/// one; 64 KiB of a file's end at first (the
+/// footers of the dataset's files fit); 4 KiB of page headers at a time (the pages of other
+/// writers are often 1 MiB apart, and a larger window would copy what the headers do not need).
+pub(crate) const LOCAL_READS: Reads =
+    Reads { round_trips: false, coalesce_gap: 16 * 1024, footer_tail: 64 * 1024, header_window: 4 * 1024 };
+
+/// Over an object store: ranges at most 2 MiB apart are fetched in one GET (reading through a
+/// gap is worth it while it takes less than another request's first byte: latency ×
+/// bandwidth, 10-20 ms at 100 MiB/s or more within a region, as in the Parquet readers of
+/// Arrow C++ and DuckDB), 10 at once (`object_store::coalesce_ranges`); the last 512 KiB of an object at first, where the
+/// footer, page index and bloom filters of the dataset's files usually fit (a small file comes
+/// whole); 64 KiB of page headers at a time, so that small pages cost no request each.
+pub(crate) const STORE_READS: Reads = Reads {
+    round_trips: true,
+    coalesce_gap: 2 * 1024 * 1024,
+    footer_tail: 512 * 1024,
+    header_window: 64 * 1024,
+};
 
 /// Where the objects of a dataset are read from.
 #[derive(Debug, Clone)]
@@ -96,6 +120,7 @@ pub(crate) struct ObjectFile {
     /// Bytes read from this object through this value (the scan's `bytes_scanned`).
     read: AtomicU64,
     source: Source,
+    reads: Reads,
     /// Bytes of this object already in memory: reads inside them make no request.
     prefetched: Prefetched,
 }
@@ -130,7 +155,7 @@ impl Prefetched {
 
 #[derive(Debug)]
 enum Source {
-    Local { path: PathBuf, file: Mutex<Option<File>> },
+    Local(LocalFile),
     Store(Arc<dyn ObjectStore>),
 }
 
@@ -143,10 +168,15 @@ impl ObjectFile {
     ) -> ObjectFile {
         let source = match backend {
             // The name of a local file is its path (`local.rs` lists only UTF-8 names).
-            Backend::Local { .. } => Source::Local { path: PathBuf::from(&*name), file: Mutex::new(None) },
+            Backend::Local { .. } => Source::Local(LocalFile::new(PathBuf::from(&*name))),
             Backend::Store { store, .. } => Source::Store(Arc::clone(store)),
         };
-        ObjectFile { name, meta, counts, read: AtomicU64::new(0), source, prefetched: Prefetched::default() }
+        let reads = match source {
+            Source::Local(_) => LOCAL_READS,
+            Source::Store(_) => STORE_READS,
+        };
+        let prefetched = Prefetched::default();
+        ObjectFile { name, meta, counts, read: AtomicU64::new(0), source, reads, prefetched }
     }
 
     /// This object with `prefetched` in memory.
@@ -177,9 +207,9 @@ impl ObjectFile {
         &self.meta
     }
 
-    /// Whether reads go to an object store (each a request) rather than a local file.
-    pub(crate) fn is_remote(&self) -> bool {
-        matches!(self.source, Source::Store(_))
+    /// How this object's reads are made.
+    pub(crate) fn reads(&self) -> &Reads {
+        &self.reads
     }
 
     pub(crate) fn bytes_read(&self) -> u64 {
@@ -204,7 +234,7 @@ impl ObjectFile {
             return Ok(bytes);
         }
         let bytes = match &self.source {
-            Source::Local { path, file } => self.read_local(path, file, range.clone())?,
+            Source::Local(file) => file.read(self.meta.e_tag.as_deref(), range.clone())?,
             Source::Store(store) => self.get_from_store(store, range.clone()).await?,
         };
         self.counts.fetched(bytes.len());
@@ -218,36 +248,13 @@ impl ObjectFile {
         let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.get_held(r)).collect();
         let missing: Vec<Range<u64>> =
             ranges.iter().zip(&out).filter(|(_, held)| held.is_none()).map(|(r, _)| r.clone()).collect();
-        let gap = match self.source {
-            Source::Local { .. } => LOCAL_COALESCE_GAP,
-            Source::Store(_) => STORE_COALESCE_GAP,
-        };
-        let merged = coalesce(&missing, gap);
-        let fetched: Vec<Bytes> = match self.source {
-            // Reads of a local file are synchronous: one after the other.
-            Source::Local { .. } => {
-                let mut out = Vec::with_capacity(merged.len());
-                for range in &merged {
-                    out.push(self.get(range.clone()).await?);
-                }
-                out
-            }
-            Source::Store(_) => {
-                futures::stream::iter(merged.iter().cloned())
-                    .map(|range| self.get(range))
-                    .buffered(STORE_FETCHES_IN_FLIGHT)
-                    .try_collect()
-                    .await?
-            }
-        };
-        for (r, slot) in ranges.iter().zip(&mut out) {
-            if slot.is_none() {
-                // The merged range that holds `r`: the last one starting at or before it
-                // (they are sorted by start and disjoint, and every missing range is inside one).
-                let i = merged.partition_point(|m| m.start <= r.start) - 1;
-                let m = &merged[i];
-                *slot = Some(fetched[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize));
-            }
+        // Merged where at most `coalesce_gap` apart, 10 reads in flight (a local file's reads
+        // complete when first polled: one after the other).
+        let fetched =
+            object_store::coalesce_ranges(&missing, |range| self.get(range), self.reads.coalesce_gap).await?;
+        let mut fetched = fetched.into_iter();
+        for slot in out.iter_mut().filter(|slot| slot.is_none()) {
+            *slot = fetched.next();
         }
         Ok(out.into_iter().map(|bytes| bytes.expect("every range is held or fetched")).collect())
     }
@@ -299,36 +306,6 @@ impl ObjectFile {
             other => self.error(describe(&other)),
         }
     }
-
-    fn read_local(&self, path: &PathBuf, file: &Mutex<Option<File>>, range: Range<u64>) -> Result<Bytes> {
-        let io = |e: std::io::Error| self.error(e.to_string());
-        let mut file = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if file.is_none() {
-            let opened = File::open(path).map_err(io)?;
-            let found = local::etag(&opened.metadata().map_err(io)?);
-            if self.meta.e_tag.as_deref() != Some(found.as_str()) {
-                return Err(self.error(
-                    "the file changed after the export selected it (its size, modification time or inode differ)",
-                ));
-            }
-            *file = Some(opened);
-        }
-        let mut file = file.as_ref().expect("opened above");
-        let len = (range.end - range.start) as usize;
-        // Read into spare capacity: a zeroed buffer would cost a memset of every byte read.
-        let mut buffer = Vec::with_capacity(len);
-        let read = file
-            .seek(SeekFrom::Start(range.start))
-            .and_then(|_| file.take(len as u64).read_to_end(&mut buffer));
-        match read {
-            Ok(n) if n == len => Ok(Bytes::from(buffer)),
-            Ok(n) => Err(io(std::io::Error::new(
-                ErrorKind::UnexpectedEof,
-                format!("{n} of {len} bytes at {} read", range.start),
-            ))),
-            Err(e) => Err(io(e)),
-        }
-    }
 }
 
 /// An object store's error as errors show it: the response body of an S3 error (XML that may
@@ -353,20 +330,6 @@ pub(crate) fn describe(e: &object_store::Error) -> String {
     out
 }
 
-/// `ranges` sorted and merged where less than `gap` apart.
-fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
-    let mut sorted: Vec<Range<u64>> = ranges.to_vec();
-    sorted.sort_by_key(|r| r.start);
-    let mut merged: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
-    for r in sorted {
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end.saturating_add(gap) => last.end = last.end.max(r.end),
-            _ => merged.push(r),
-        }
-    }
-    merged
-}
-
 /// Parquet's footer reader fetches through this.
 impl datafusion::parquet::arrow::async_reader::MetadataFetch for &ObjectFile {
     fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, datafusion::parquet::errors::Result<Bytes>> {
@@ -387,7 +350,7 @@ pub(crate) mod testing {
     use object_store::ObjectStoreExt;
     use object_store::memory::InMemory;
 
-    use super::*;
+    use crate::storage::object::*;
 
     /// `len` bytes, each unlike its neighbours, written to `name` in `dir`: its path and bytes.
     pub(crate) fn patterned_file(dir: &Path, name: &str, len: u64) -> (PathBuf, Vec<u8>) {
@@ -526,17 +489,18 @@ mod tests {
         assert!(message.contains("f.parquet") && message.contains("100 of 200 bytes at 500"), "{message}");
     }
 
-    /// A store's reads merge across up to `STORE_COALESCE_GAP` bytes, a local file's across up
-    /// to `LOCAL_COALESCE_GAP`; one byte more makes two reads.
+    /// A store's reads merge across up to `STORE_READS.coalesce_gap` bytes, a local file's
+    /// across up to `LOCAL_READS.coalesce_gap`; one byte more makes two reads.
     #[tokio::test]
     async fn each_source_merges_across_its_own_gap() {
         let dir = tempfile::tempdir().unwrap();
-        let (path, content) = testing::patterned_file(dir.path(), "f.parquet", 3 * STORE_COALESCE_GAP);
+        let (path, content) = testing::patterned_file(dir.path(), "f.parquet", 3 * STORE_READS.coalesce_gap);
         let (stored, stored_counts) = testing::stored_file(&path).await;
         let (local, local_counts) = testing::local_file(&path);
-        for (file, counts, gap) in
-            [(&stored, &stored_counts, STORE_COALESCE_GAP), (&local, &local_counts, LOCAL_COALESCE_GAP)]
-        {
+        for (file, counts, gap) in [
+            (&stored, &stored_counts, STORE_READS.coalesce_gap),
+            (&local, &local_counts, LOCAL_READS.coalesce_gap),
+        ] {
             for (apart, reads) in [(gap, 1), (gap + 1, 2)] {
                 let ranges = [0..10, 10 + apart..20 + apart];
                 let before = counts.snapshot().gets;
@@ -545,13 +509,5 @@ mod tests {
                 testing::assert_exact(&ranges, &read, &content);
             }
         }
-    }
-
-    #[test]
-    fn close_ranges_merge_and_far_ones_do_not() {
-        let merged = coalesce(&[150..160, 0..10, 5..20, 20..20, 10..100, 1000..2000, 1990..2001], 100);
-        assert_eq!(merged, vec![0..160, 1000..2001]);
-        assert_eq!(coalesce(&[0..10, 111..120], 100), vec![0..10, 111..120]);
-        assert!(coalesce(&[], 100).is_empty());
     }
 }

@@ -7,20 +7,8 @@
 //! or all of a small file): reads inside them make no request, and the first read of a row
 //! group's pages brings those its later reads will need (`read_ahead.rs`).
 //!
-//! A dictionary page nothing will use is not read. A column chunk's dictionary page comes
-//! before its data pages, and the Parquet reader decompresses and decodes it before any of
-//! them, even when every data page it then reads is plain-encoded. Writers that fall back from
-//! dictionary to plain encoding once the dictionary is full (pyarrow, DuckDB, parquet-rs: at
-//! 1 MiB) leave most pages of a high-cardinality column plain, so a point export over such
-//! files would spend most of its time on dictionaries. The reader fetches a chunk's dictionary
-//! page together with the data pages it needs from that chunk, in one request; when it can see
-//! that none of those pages holds dictionary indices, it hands back an empty dictionary page
-//! instead.
-//!
-//! A page of a text column is decompressed only as far as the rows the export selects. When
-//! the export has equality filters on texts, the reader works out which rows of a row group
-//! they select (`selection.rs`) and hands back each page of another text column it can rewrite
-//! as one holding only those rows' values (`partial_page.rs`).
+//! Every read of several ranges (a row group's pages) goes through the page machinery
+//! (`pages/`), unless the engine's config turns it off.
 //!
 //! The pages the readers of one export hold fetched at once are bounded (`budget.rs`): a read
 //! of a row group's pages waits while the other readers hold too many.
@@ -28,7 +16,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use datafusion::datasource::listing::PartitionedFile;
@@ -40,7 +28,7 @@ use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
 use datafusion::parquet::errors::{ParquetError, Result as ParquetResult};
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::path::Path as ObjectPath;
@@ -49,9 +37,7 @@ use crate::storage::budget::{BudgetShare, FetchBudget};
 use crate::storage::catalog::SelectedFile;
 use crate::storage::footer;
 use crate::storage::object::{Backend, ObjectFile, RequestCounts};
-use crate::storage::page_headers::{EMPTY_DICTIONARY_PAGE_HEADER, dictionary_encoded};
-use crate::storage::read_ahead::{READ_AHEAD_LIMIT, ReadAhead};
-use crate::storage::selection::{PartialPages, TextFilters};
+use crate::storage::pages::{PageCounts, PageMachinery, PagePlan, PageReads, TextFilters};
 
 /// How far the scan of one export has got through its files' bytes: what it has read, plus,
 /// for each file whose pages it has finished reading, the bytes it did not need (pruned pages
@@ -78,6 +64,14 @@ impl ScanProgress {
     }
 }
 
+/// How the scan of one export reads its files.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanSettings {
+    /// About the most bytes of pages its readers hold fetched at once (`budget.rs`).
+    pub(crate) fetched_limit: u64,
+    pub(crate) machinery: PageMachinery,
+}
+
 /// Makes a [`ScanReader`] for each file the scan of one export opens.
 #[derive(Debug, Clone)]
 pub(crate) struct ScanReaders {
@@ -87,42 +81,39 @@ pub(crate) struct ScanReaders {
     metadata_cache: Arc<FileMetadataCache>,
     counts: Arc<RequestCounts>,
     progress: Arc<ScanProgress>,
-    /// The columns the scan reads, once known: over a store, their pages are read ahead
-    /// (`read_ahead.rs`).
-    columns: Option<Arc<HashSet<String>>>,
-    /// The export's equality filters on texts, if any: the pages of other text columns are
-    /// then decompressed only as far as the rows they select (`partial_page.rs`).
-    filters: Option<TextFilters>,
+    /// What the page machinery is to do for the scan.
+    pages: PagePlan,
     /// The bytes the export's readers may hold fetched at once (`budget.rs`).
     budget: Arc<FetchBudget>,
 }
 
 impl ScanReaders {
-    /// The readers of an export of `files`, whose readers hold at most about `fetched_limit`
-    /// bytes fetched at once (`budget.rs`).
+    /// The readers of an export of `files`, reading as `settings` say.
     pub(crate) fn new(
         backend: Backend,
         files: &[SelectedFile],
         metadata_cache: Arc<FileMetadataCache>,
         counts: Arc<RequestCounts>,
         progress: Arc<ScanProgress>,
-        fetched_limit: u64,
+        settings: ScanSettings,
     ) -> ScanReaders {
         let files = Arc::new(files.iter().map(|f| (f.object.location.clone(), f.clone())).collect());
-        let budget = FetchBudget::new(fetched_limit);
-        ScanReaders { backend, files, metadata_cache, counts, progress, columns: None, filters: None, budget }
+        let budget = FetchBudget::new(settings.fetched_limit);
+        let pages = PagePlan { machinery: settings.machinery, columns: None, filters: None };
+        ScanReaders { backend, files, metadata_cache, counts, progress, pages, budget }
     }
 
     /// These readers, for a scan that reads the columns named in `columns`.
     pub(crate) fn reading(&self, columns: HashSet<String>) -> ScanReaders {
-        ScanReaders { columns: Some(Arc::new(columns)), ..self.clone() }
+        let pages = PagePlan { columns: Some(Arc::new(columns)), ..self.pages.clone() };
+        ScanReaders { pages, ..self.clone() }
     }
 
     /// These readers, for a scan that keeps only rows where each column of `filters` equals
     /// its value.
     pub(crate) fn selecting(&self, filters: Vec<(String, String)>) -> ScanReaders {
         let filters = (!filters.is_empty()).then(|| TextFilters::from(filters));
-        ScanReaders { filters, ..self.clone() }
+        ScanReaders { pages: PagePlan { filters, ..self.pages.clone() }, ..self.clone() }
     }
 }
 
@@ -145,20 +136,17 @@ impl ParquetFileReaderFactory for ScanReaders {
             Arc::clone(&self.counts),
         )
         .with_prefetched(selected.prefetched.clone());
-        // A local file's reads cost no round trip: nothing is read ahead.
-        let columns = self.columns.clone().filter(|_| object.is_remote());
-        let dictionaries_skipped = MetricBuilder::new(metrics)
-            .with_new_label("filename", file.path().to_string())
-            .counter("dictionary_pages_not_read", partition_index);
-        let pages_read_ahead = MetricBuilder::new(metrics)
-            .with_new_label("filename", file.path().to_string())
-            .counter("pages_read_ahead", partition_index);
-        let partial = self.filters.clone().map(|filters| {
-            let rewritten = MetricBuilder::new(metrics)
+        let counter = |name: &'static str| {
+            MetricBuilder::new(metrics)
                 .with_new_label("filename", file.path().to_string())
-                .counter("pages_decompressed_partially", partition_index);
-            PartialPages::new(filters, rewritten)
-        });
+                .counter(name, partition_index)
+        };
+        let counts = PageCounts {
+            dictionaries_skipped: counter("dictionary_pages_not_read"),
+            pages_read_ahead: counter("pages_read_ahead"),
+            pages_decompressed_partially: counter("pages_decompressed_partially"),
+        };
+        let pages = PageReads::new(&object, &self.pages, counts);
         let budget = self.budget.share(metrics);
         let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
         Ok(Box::new(ScanReader {
@@ -166,13 +154,8 @@ impl ParquetFileReaderFactory for ScanReaders {
             budget,
             row_groups: Arc::clone(&selected.row_group_spans),
             metrics,
-            dictionaries_skipped,
-            pages_read_ahead,
             footer: None,
-            dictionary_pages: None,
-            columns,
-            read_ahead: None,
-            partial,
+            pages,
             metadata_cache: Arc::clone(&self.metadata_cache),
             progress: Arc::clone(&self.progress),
             read_pages: false,
@@ -189,22 +172,10 @@ pub(crate) struct ScanReader {
     /// The bytes of each row group's column chunks (`SelectedFile::row_group_spans`).
     row_groups: Arc<[Range<u64>]>,
     metrics: ParquetFileMetrics,
-    /// Dictionary pages replaced by an empty one (see the module documentation).
-    dictionaries_skipped: Count,
-    /// Pages fetched ahead of the step that reads them (`read_ahead.rs`).
-    pages_read_ahead: Count,
     /// The footer the scan got from [`AsyncFileReader::get_metadata`].
     footer: Option<Arc<ParquetMetaData>>,
-    /// By the offset of each dictionary page in the file: where the chunk's data pages start
-    /// and where the chunk ends. Built from `footer`, or from the cached footer, on the first
-    /// read of several ranges.
-    dictionary_pages: Option<HashMap<u64, Range<u64>>>,
-    /// The columns the scan reads, if their pages are to be read ahead.
-    columns: Option<Arc<HashSet<String>>>,
-    /// Built from the footer and `columns` on the first read of several ranges.
-    read_ahead: Option<ReadAhead>,
-    /// Pages decompressed only as far as the export's rows, if it has equality filters.
-    partial: Option<PartialPages>,
+    /// The page machinery, unless the engine's config turns it off.
+    pages: Option<PageReads>,
     metadata_cache: Arc<FileMetadataCache>,
     progress: Arc<ScanProgress>,
     /// Whether this reader read pages (DataFusion opens a file through one reader for its
@@ -230,112 +201,21 @@ impl ScanReader {
         self.progress.read.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Reads `ranges`, replacing each dictionary page none of the data pages asked for with it
-    /// needs.
+    /// Reads `ranges` (a row group's pages), through the page machinery if it is on.
     async fn read_ranges(&mut self, ranges: &[Range<u64>]) -> ParquetResult<Vec<Bytes>> {
         self.read_pages = true;
         if let Some(row_group) = ranges.first().and_then(|r| self.row_group_at(r.start)) {
             let bytes = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
             self.budget.acquire(row_group, bytes).await;
         }
-        let dictionaries = self.dictionary_ranges(ranges);
-        // Over an object store every request costs a round trip, and a dictionary page sits
-        // right before its chunk's data pages: it is fetched in the same GET, and only its
-        // decoding is saved. From a local file, a dictionary page nothing needs is not read.
-        let with_dictionaries = self.object.is_remote();
-        let first: Vec<usize> =
-            (0..ranges.len()).filter(|i| with_dictionaries || !dictionaries.contains_key(i)).collect();
-        let mut out = vec![Bytes::new(); ranges.len()];
-        self.fetch_into(ranges, &first, &mut out).await?;
-        let mut dictionaries: Vec<(usize, Range<u64>)> = dictionaries.into_iter().collect();
-        dictionaries.sort_by_key(|(i, _)| *i);
-        let mut needed = Vec::new();
-        for (i, data_pages) in dictionaries {
-            let unused = only_plain_pages(ranges, &out, &data_pages);
-            match unused.then(|| empty_dictionary_page(ranges[i].end - ranges[i].start)).flatten() {
-                Some(page) => {
-                    self.dictionaries_skipped.add(1);
-                    out[i] = page;
-                }
-                None if with_dictionaries => {}
-                None => needed.push(i),
-            }
-        }
-        // The dictionaries still needed, in one more call.
-        self.fetch_into(ranges, &needed, &mut out).await?;
-        self.decompress_partially(ranges, &mut out).await;
-        Ok(out)
-    }
-
-    /// Replaces each page of `pages` (read for `ranges`) that holds a text column's values
-    /// with one that holds only the values of the rows the export's filters select
-    /// (`selection.rs`). The filter columns' reads count as the scan's.
-    async fn decompress_partially(&mut self, ranges: &[Range<u64>], pages: &mut [Bytes]) {
-        let Some(footer) = self.footer() else { return };
-        let Some(partial) = self.partial.as_mut() else { return };
-        let read = partial.rewrite(&self.object, &footer, ranges, pages).await;
-        self.scanned(read);
-    }
-
-    /// Reads the ranges of `ranges` at `indices` into the same places of `out`, in one call.
-    async fn fetch_into(
-        &mut self,
-        ranges: &[Range<u64>],
-        indices: &[usize],
-        out: &mut [Bytes],
-    ) -> ParquetResult<()> {
-        let mut wanted = Vec::with_capacity(indices.len());
-        let mut slots = Vec::with_capacity(indices.len());
-        let apart = self.read_apart(ranges, indices);
-        for &i in indices {
-            if let Some(bytes) = self.read_ahead.as_ref().and_then(|ahead| ahead.get(&ranges[i])) {
-                out[i] = bytes;
-            } else if apart.contains(&i) {
-                out[i] = self.read(ranges[i].clone()).await?;
-            } else {
-                wanted.push(ranges[i].clone());
-                slots.push(i);
-            }
-        }
-        if wanted.is_empty() {
-            return Ok(());
-        }
-        // Only a read that makes a request brings pages ahead, and only pages not in memory.
-        let ahead = match self.read_ahead.as_mut() {
-            Some(read_ahead) if wanted.iter().any(|r| !self.object.holds(r)) => {
-                let planned = read_ahead.plan(&wanted);
-                planned.into_iter().filter(|r| !self.object.holds(r)).collect()
-            }
-            _ => Vec::new(),
-        };
-        let asked = wanted.len();
-        self.pages_read_ahead.add(ahead.len());
-        wanted.extend(ahead.iter().cloned());
+        let footer = self.footer();
         let before = self.object.bytes_read();
-        let mut fetched = self.object.get_ranges(&wanted).await.map_err(external)?;
-        self.scanned(self.object.bytes_read() - before);
-        let fetched_ahead = fetched.split_off(asked);
-        if let Some(read_ahead) = self.read_ahead.as_mut() {
-            read_ahead.hold(&ahead, fetched_ahead);
-        }
-        for (i, bytes) in slots.into_iter().zip(fetched) {
-            out[i] = bytes;
-        }
-        Ok(())
-    }
-
-    /// Those of `indices` whose range of `ranges` is a page the partial-page rewriter may
-    /// rewrite, if the file is local: such a page is read into a buffer of its own, which its
-    /// rewrite then writes over instead of copying the page (`partial_page.rs`). Over an object
-    /// store every read is a request, and pages close together are fetched at once.
-    fn read_apart(&mut self, ranges: &[Range<u64>], indices: &[usize]) -> HashSet<usize> {
-        if self.object.is_remote() {
-            return HashSet::new();
-        }
-        let (Some(footer), Some(partial)) = (self.footer(), self.partial.as_mut()) else {
-            return HashSet::new();
+        let read = match self.pages.as_mut() {
+            Some(pages) => pages.read(&self.object, footer, ranges).await,
+            None => self.object.get_ranges(ranges).await,
         };
-        indices.iter().copied().filter(|&i| partial.may_rewrite(&footer, &ranges[i])).collect()
+        self.scanned(self.object.bytes_read() - before);
+        read.map_err(external)
     }
 
     /// The row group whose column chunks hold the byte at `offset`, if any.
@@ -348,63 +228,6 @@ impl ScanReader {
     fn footer(&self) -> Option<Arc<ParquetMetaData>> {
         self.footer.clone().or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()))
     }
-
-    /// The requested ranges that are a column chunk's whole dictionary page, by index, each
-    /// with the range of the chunk's data pages.
-    fn dictionary_ranges(&mut self, ranges: &[Range<u64>]) -> HashMap<usize, Range<u64>> {
-        if self.dictionary_pages.is_none() {
-            let footer = self.footer();
-            if let (Some(footer), Some(columns)) = (&footer, &self.columns) {
-                self.read_ahead = ReadAhead::new(footer, columns, READ_AHEAD_LIMIT);
-            }
-            self.dictionary_pages = footer.map(|footer| dictionary_pages(&footer));
-        }
-        let Some(pages) = &self.dictionary_pages else { return HashMap::new() };
-        let dictionary = |r: &Range<u64>| pages.get(&r.start).filter(|data| data.start == r.end).cloned();
-        ranges.iter().enumerate().filter_map(|(i, r)| Some((i, dictionary(r)?))).collect()
-    }
-}
-
-/// Whether `pages` (read for `ranges`) hold at least one data page in `data_pages`, and none
-/// there holds dictionary indices.
-fn only_plain_pages(ranges: &[Range<u64>], pages: &[Bytes], data_pages: &Range<u64>) -> bool {
-    let mut pages = ranges.iter().zip(pages).filter(|(r, _)| data_pages.contains(&r.start)).peekable();
-    pages.peek().is_some() && pages.all(|(_, page)| dictionary_encoded(page) == Some(false))
-}
-
-/// Every dictionary page of `footer` that its offset index places: by the page's offset,
-/// where the chunk's data pages start and where the chunk ends.
-fn dictionary_pages(footer: &ParquetMetaData) -> HashMap<u64, Range<u64>> {
-    let Some(offset_index) = footer.offset_index() else { return HashMap::new() };
-    let mut out = HashMap::new();
-    for (row_group, indexes) in footer.row_groups().iter().zip(offset_index) {
-        for (column, index) in row_group.columns().iter().zip(indexes) {
-            let (start, length) = column.byte_range();
-            if let Some(first) = index.page_locations().first()
-                && first.offset as u64 > start
-            {
-                out.insert(start, first.offset as u64..start.saturating_add(length));
-            }
-        }
-    }
-    out
-}
-
-/// An empty dictionary page `len` bytes long (the bytes after its header are never read), or
-/// `None` if `len` is implausible for a dictionary page.
-fn empty_dictionary_page(len: u64) -> Option<Bytes> {
-    /// The longest page handed out; zeroed pages beyond the first are mapped but never touched.
-    const CAPACITY: usize = 64 << 20;
-    static PAGE: OnceLock<Bytes> = OnceLock::new();
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&n| (EMPTY_DICTIONARY_PAGE_HEADER.len()..=CAPACITY).contains(&n))?;
-    let page = PAGE.get_or_init(|| {
-        let mut page = vec![0u8; CAPACITY];
-        page[..EMPTY_DICTIONARY_PAGE_HEADER.len()].copy_from_slice(&EMPTY_DICTIONARY_PAGE_HEADER);
-        Bytes::from(page)
-    });
-    Some(page.slice(..len))
 }
 
 impl AsyncFileReader for ScanReader {
@@ -431,8 +254,9 @@ impl AsyncFileReader for ScanReader {
                 }
             };
             self.footer = Some(Arc::clone(&footer));
-            self.dictionary_pages = None;
-            self.read_ahead = None;
+            if let Some(pages) = self.pages.as_mut() {
+                pages.footer_changed();
+            }
             Ok(footer)
         }
         .boxed()

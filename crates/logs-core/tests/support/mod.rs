@@ -14,7 +14,7 @@ use futures::StreamExt;
 use logs_core::part::record_part;
 use logs_core::{
     ColumnSource, Engine, EngineConfig, ExportRequest, ExportStream, Field, FieldAliases, FilterValue,
-    RequestPolicy,
+    PageMachinery, RequestPolicy,
 };
 
 /// A row as text: `None` for null. Integers in decimal.
@@ -59,10 +59,16 @@ pub fn engine(root: &Path) -> Engine {
 
 /// [`engine`] with `target_partitions` partitions (1: rows in file order).
 pub fn engine_with_partitions(root: &Path, target_partitions: usize) -> Engine {
+    engine_with_pages(root, target_partitions, PageMachinery::ON)
+}
+
+/// [`engine_with_partitions`] with the page machinery as given.
+pub fn engine_with_pages(root: &Path, target_partitions: usize, page_machinery: PageMachinery) -> Engine {
     let config = EngineConfig {
         target_partitions,
         batch_size: 1000,
         aliases: test_aliases(),
+        page_machinery,
         ..EngineConfig::default()
     };
     Engine::open(root, config).unwrap()
@@ -275,11 +281,22 @@ pub fn s3_options(endpoint: &str) -> logs_core::S3Options {
 /// An engine over `location` (an `s3://` URL) on the server at `endpoint`, as [`engine`]
 /// configures its own, with `target_partitions` partitions.
 pub fn bucket_engine(location: &str, endpoint: &str, target_partitions: usize) -> Engine {
+    bucket_engine_with_pages(location, endpoint, target_partitions, PageMachinery::ON)
+}
+
+/// [`bucket_engine`] with the page machinery as given.
+pub fn bucket_engine_with_pages(
+    location: &str,
+    endpoint: &str,
+    target_partitions: usize,
+    page_machinery: PageMachinery,
+) -> Engine {
     let config = EngineConfig {
         target_partitions,
         batch_size: 1000,
         aliases: test_aliases(),
         s3: s3_options(endpoint),
+        page_machinery,
         ..EngineConfig::default()
     };
     Engine::open(location, config).unwrap()

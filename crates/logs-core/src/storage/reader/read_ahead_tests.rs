@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 
 use super::*;
 use crate::storage::object::Prefetched;
-use crate::storage::read_ahead::tests::{ROW_GROUP, file};
+use crate::storage::pages::read_ahead_tests::{ROW_GROUP, file};
 
 /// Reads rows with 250 <= id < 262 of each row group of the read-ahead test file from an
 /// object store, as a filtered scan does: the page index keeps rows 200..300 of each row
@@ -16,8 +16,9 @@ use crate::storage::read_ahead::tests::{ROW_GROUP, file};
 async fn filtered_read(path: &std::path::Path, columns: Option<&[&str]>) -> (Vec<RecordBatch>, u64, usize) {
     let (object, counts) = crate::storage::object::testing::stored_file(path).await;
     let mut reader = super::tests::reader_of(object);
-    reader.columns = columns.map(|c| Arc::new(c.iter().map(|c| c.to_string()).collect()));
-    let read_ahead = reader.pages_read_ahead.clone();
+    super::tests::machinery(&mut reader).columns =
+        columns.map(|c| Arc::new(c.iter().map(|c| c.to_string()).collect()));
+    let read_ahead = super::tests::machinery(&mut reader).counts.pages_read_ahead.clone();
     let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
     let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options).await.unwrap();
     let (filtered, projected) = (
@@ -67,8 +68,9 @@ async fn a_step_served_from_memory_reads_nothing_ahead() {
     let (object, counts) = crate::storage::object::testing::stored_file(&path).await;
     let mut reader = super::tests::reader_of(object.with_prefetched(in_memory));
     reader.footer = Some(Arc::clone(&footer));
-    reader.columns = Some(Arc::new(["id", "name", "text"].map(String::from).into()));
-    let read_ahead = reader.pages_read_ahead.clone();
+    super::tests::machinery(&mut reader).columns =
+        Some(Arc::new(["id", "name", "text"].map(String::from).into()));
+    let read_ahead = super::tests::machinery(&mut reader).counts.pages_read_ahead.clone();
 
     let got = reader.read_ranges(std::slice::from_ref(&id)).await.unwrap();
     assert_eq!(got[0], content[id.start as usize..id.end as usize]);

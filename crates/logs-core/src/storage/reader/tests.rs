@@ -1,6 +1,9 @@
 use super::*;
 use crate::storage::object::testing;
+use crate::storage::pages::PageMachinery;
+use crate::storage::pages::{EMPTY_DICTIONARY_PAGE_HEADER, PartialPages, dictionary_encoded};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::metrics::Count;
 
 fn reader(path: &std::path::Path) -> ScanReader {
     let (object, _) = testing::local_file(path);
@@ -12,22 +15,24 @@ pub(super) fn reader_of(object: ObjectFile) -> ScanReader {
     let metrics = ExecutionPlanMetricsSet::new();
     let budget = FetchBudget::new(u64::MAX).share(&metrics);
     let metrics = ParquetFileMetrics::new(0, "f", &metrics);
+    let plan = PagePlan { machinery: PageMachinery::ON, columns: None, filters: None };
+    let pages = PageReads::new(&object, &plan, PageCounts::default());
     ScanReader {
         object,
         budget,
         row_groups: Arc::from([]),
         metrics,
-        dictionaries_skipped: Count::new(),
-        pages_read_ahead: Count::new(),
         footer: None,
-        dictionary_pages: None,
-        columns: None,
-        read_ahead: None,
-        partial: None,
+        pages,
         metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
         progress: Arc::default(),
         read_pages: false,
     }
+}
+
+/// The page machinery of `reader`.
+pub(super) fn machinery(reader: &mut ScanReader) -> &mut PageReads {
+    reader.pages.as_mut().expect("the page machinery is on")
 }
 
 #[tokio::test]
@@ -132,7 +137,7 @@ fn dictionary_fallback_file(path: &std::path::Path) -> (Vec<String>, Arc<Parquet
         .set_write_batch_size(100)
         .set_data_page_row_count_limit(100)
         .build();
-    (values, crate::storage::read_ahead::tests::write(path, &batch, properties))
+    (values, crate::storage::pages::read_ahead_tests::write(path, &batch, properties))
 }
 
 /// The byte ranges of the one column chunk of [`dictionary_fallback_file`].
@@ -173,14 +178,14 @@ async fn a_dictionary_page_that_only_plain_pages_follow_is_replaced_by_an_empty_
     assert_eq!(&read[0][..], bytes(&last));
     assert_eq!(read[1].len(), bytes(&dictionary).len());
     assert!(read[1].starts_with(&EMPTY_DICTIONARY_PAGE_HEADER));
-    assert_eq!(reader.dictionaries_skipped.value(), 1);
+    assert_eq!(machinery(&mut reader).counts.dictionaries_skipped.value(), 1);
     // With a dictionary-encoded page among those asked for, or with no data page at all
     // (then what follows is unknown), the dictionary page is read.
     for ranges in [vec![dictionary.clone(), last.clone(), first.clone()], vec![dictionary.clone()]] {
         let read = reader.read_ranges(&ranges).await.unwrap();
         assert_eq!(&read[0][..], bytes(&dictionary), "{ranges:?}");
     }
-    assert_eq!(reader.dictionaries_skipped.value(), 1);
+    assert_eq!(machinery(&mut reader).counts.dictionaries_skipped.value(), 1);
     // Without the footer the reader cannot tell a dictionary page: it reads what it is asked.
     assert_eq!(
         &blind.read_ranges(&[dictionary.clone(), last.clone()]).await.unwrap()[0][..],
@@ -205,7 +210,7 @@ async fn over_a_store_a_dictionary_page_costs_no_request_of_its_own() {
     assert!(read[1].starts_with(&EMPTY_DICTIONARY_PAGE_HEADER), "not needed: replaced");
     assert_eq!(&read[0][..], &content[last.start as usize..last.end as usize]);
     assert_eq!(counts.snapshot().gets, 2, "and again one GET");
-    assert_eq!(reader.dictionaries_skipped.value(), 1);
+    assert_eq!(machinery(&mut reader).counts.dictionaries_skipped.value(), 1);
 }
 
 #[tokio::test]
@@ -240,8 +245,8 @@ async fn rows_decoded_after_an_empty_dictionary_page_are_the_rows_written() {
             }
             row += s.row_count;
         }
-        let reader = reader(&path);
-        let skipped = reader.dictionaries_skipped.clone();
+        let mut reader = reader(&path);
+        let skipped = machinery(&mut reader).counts.dictionaries_skipped.clone();
         let options = ArrowReaderOptions::new()
             .with_page_index_policy(datafusion::parquet::file::metadata::PageIndexPolicy::Required);
         let stream = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
@@ -271,8 +276,8 @@ async fn pages_that_may_be_rewritten_are_read_apart_from_a_local_file_only() {
     use datafusion::parquet::basic::{Compression, ZstdLevel};
     use datafusion::parquet::file::properties::WriterProperties;
 
-    use crate::storage::read_ahead::tests::write;
-    use crate::storage::selection::TextFilters;
+    use crate::storage::pages::TextFilters;
+    use crate::storage::pages::read_ahead_tests::write;
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.parquet");
@@ -309,8 +314,9 @@ async fn pages_that_may_be_rewritten_are_read_apart_from_a_local_file_only() {
     for (object, apart) in [(local, (names..names + texts).collect()), (stored, HashSet::new())] {
         let mut reader = reader_of(object);
         reader.footer = Some(Arc::clone(&footer));
-        reader.partial = Some(PartialPages::new(filters.clone(), Count::new()));
-        assert_eq!(reader.read_apart(&ranges, &every), apart);
+        machinery(&mut reader).partial = Some(PartialPages::new(filters.clone(), Count::new()));
+        let footer = reader.footer();
+        assert_eq!(machinery(&mut reader).read_apart(footer.as_deref(), &ranges, &every), apart);
         // The pages read are the file's, whichever way they were read (the rows of `n3` are one
         // in seven: too many for the pages to be rewritten).
         let content = std::fs::read(&path).unwrap();

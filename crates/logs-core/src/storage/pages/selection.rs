@@ -30,8 +30,8 @@ use datafusion::parquet::file::reader::{ChunkReader, Length};
 use datafusion::parquet::schema::types::ColumnPath;
 use datafusion::physical_plan::metrics::Count;
 
+use super::partial_page::PageRewriter;
 use crate::storage::object::ObjectFile;
-use crate::storage::partial_page::PageRewriter;
 
 /// An export's equality filters on text columns: column name and value.
 pub(crate) type TextFilters = Arc<[(String, String)]>;

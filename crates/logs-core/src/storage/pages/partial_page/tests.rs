@@ -21,7 +21,7 @@ use rand::rngs::StdRng;
 use rand::{Rng as _, RngCore, SeedableRng};
 
 use super::*;
-use crate::storage::page_headers::dictionary_encoded;
+use crate::storage::pages::thrift::{Compact, dictionary_encoded, read_struct};
 
 const VERSIONS: [WriterVersion; 2] = [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0];
 

@@ -180,7 +180,7 @@ pub(crate) mod tests {
     use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
     use datafusion::parquet::file::properties::WriterProperties;
 
-    use super::*;
+    use crate::storage::pages::read_ahead::*;
 
     /// Rows per row group of [`file`].
     pub(crate) const ROW_GROUP: usize = 1_000;
