@@ -15,6 +15,7 @@ use logs_core::{
 use logs_format::{Encoder, EncoderOptions, Format, JsonIntegers};
 
 use crate::Failure;
+use crate::cursor::{CursorArgs, WithoutKeyFile, read_cursor_file, write_cursor_file};
 use crate::preallocate::Preallocated;
 use crate::store::S3Args;
 
@@ -86,6 +87,14 @@ pub struct ExportArgs {
 
     #[command(flatten)]
     names: NamingArgs,
+
+    /// Continue the cursor chain whose cursor FILE holds, or start one (`--since` on) when
+    /// there is no FILE; FILE is replaced with the next cursor only once the export is
+    /// complete (never with `--explain`).
+    #[arg(long, value_name = "FILE")]
+    cursor_file: Option<PathBuf>,
+    #[command(flatten)]
+    cursor: CursorArgs,
 }
 
 /// How names and values are written, shared by `export` and `serve`.
@@ -143,6 +152,17 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         Some(target) => parse_target(target)?,
         None => request_from_flags(&args)?,
     };
+    let pairs = match &args.cursor_file {
+        None => pairs,
+        Some(_) if pairs.get("cursor").is_some() => {
+            return Err(Failure::Usage("give the cursor either in the request or with --cursor-file".into()));
+        }
+        Some(path) => {
+            let cursor = read_cursor_file(path)?;
+            let all = pairs.iter().chain([("cursor", cursor.as_str())]);
+            QueryPairs::from_pairs(all).map_err(usage)?
+        }
+    };
     let config = EngineConfig {
         max_limit: args.max_limit,
         target_partitions: args.target_partitions,
@@ -153,6 +173,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         aliases: args.names.aliases()?,
         s3: args.s3.options(),
         page_machinery: page_machinery()?,
+        cursor: args.cursor.settings(WithoutKeyFile::Public)?,
         ..EngineConfig::default()
     };
     let engine = Engine::open(&args.data, config).map_err(|e| match e {
@@ -200,6 +221,9 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
             let file = file.finish().with_context(|| format!("cannot write {}", path.display()))?;
             file.persist(path).with_context(|| format!("cannot rename the output to {}", path.display()))?;
         }
+    }
+    if let (Some(path), Some(cursor)) = (&args.cursor_file, export.next_cursor()) {
+        write_cursor_file(path, cursor)?;
     }
     if !export.selection().skipped.is_empty() {
         eprintln!("warning: the export left out {} unreadable files", export.selection().skipped.len());

@@ -1,5 +1,6 @@
 //! `logs`: export error records from a Parquet dataset, or generate one.
 
+mod cursor;
 mod export;
 mod generate;
 mod preallocate;

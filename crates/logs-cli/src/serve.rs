@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use logs_core::{DatasetLocation, EngineConfig};
+
+use crate::cursor::{CursorArgs, WithoutKeyFile};
 use logs_server::Settings;
 use logs_server::auth::{READ_SCOPE, WRITE_SCOPE};
 use logs_server::prepared::{PreparePolicy, PreparedConfig};
@@ -23,6 +25,8 @@ pub struct ServeArgs {
     /// `applications.toml`): a local folder, a file:// URL or an s3://bucket/prefix URL.
     #[arg(long, env = "LOGS_DATA", default_value = "testdata/dataset", value_name = "LOCATION")]
     data: String,
+    #[command(flatten)]
+    cursor: CursorArgs,
     #[command(flatten)]
     s3: S3Args,
     /// The address of the API. Only a loopback address unless you say otherwise.
@@ -276,6 +280,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         batch_size: args.batch_size,
         aliases: args.names.aliases()?,
         s3: args.s3.options(),
+        cursor: args.cursor.settings(WithoutKeyFile::Generated)?,
         ..EngineConfig::default()
     };
     let settings = Settings {
@@ -348,7 +353,7 @@ fn print_try_it(token: &str, address: SocketAddr, target: &str) {
 
 /// A duration as `humantime` reads it (`500ms`, `30s`, `5m`, `1h`, `1h 30m`), or a whole
 /// number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return s.parse().map(Duration::from_secs).map_err(|_| format!("`{s}` is too large"));

@@ -21,6 +21,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::Stream;
 
 use crate::aliases::FieldAliases;
+use crate::cursor::{self, Call, CursorSettings, StepSummary};
 use crate::error::{Error, RequestError, Result};
 use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
@@ -68,6 +69,8 @@ pub struct EngineConfig {
     /// The scan's page tricks (all on by default); [`PageMachinery::OFF`] reads pages only
     /// through the parquet crate's public interface.
     pub page_machinery: PageMachinery,
+    /// Cursor chains: their keys (a random one by default), settle time and listing window.
+    pub cursor: CursorSettings,
 }
 
 impl Default for EngineConfig {
@@ -83,6 +86,7 @@ impl Default for EngineConfig {
             aliases: FieldAliases::default(),
             s3: S3Options::default(),
             page_machinery: PageMachinery::ON,
+            cursor: CursorSettings::default(),
         }
     }
 }
@@ -115,6 +119,7 @@ pub struct Engine {
     parquet_options: TableParquetOptions,
     fetched_bytes_limit: u64,
     page_machinery: PageMachinery,
+    cursor: CursorSettings,
 }
 
 impl std::fmt::Debug for Engine {
@@ -191,10 +196,15 @@ impl Engine {
         Ok(Engine {
             storage,
             ctx: SessionContext::new_with_config_rt(session, runtime),
-            policy: RequestPolicy { max_limit: config.max_limit, aliases: config.aliases },
+            policy: RequestPolicy {
+                max_limit: config.max_limit,
+                aliases: config.aliases,
+                cursor_keys: config.cursor.keys.clone(),
+            },
             parquet_options,
             fetched_bytes_limit: u64::try_from(config.fetched_bytes_limit).unwrap_or(u64::MAX),
             page_machinery: config.page_machinery,
+            cursor: config.cursor,
         })
     }
 
@@ -226,6 +236,8 @@ impl Engine {
     /// Starts an export. Unreadable files are found (and skipped or reported) before this
     /// returns, so an `Ok` means rows are on their way.
     pub async fn export(&self, request: &ExportRequest) -> Result<ExportStream> {
+        // A chain's call lists from when it starts (see `cursor`).
+        let now = std::time::SystemTime::now();
         let scope = Scope {
             application_id: request.application_id(),
             range: request.range(),
@@ -233,9 +245,28 @@ impl Engine {
             skip_unavailable: request.skip_unavailable_shards(),
             selects_rows: !request.filters().is_empty() || request.parts().is_some(),
             rebuild_offset_index: self.page_machinery.offset_index,
+            first_folder: request.cursor().and_then(|c| cursor::first_listed(c, &self.cursor, now)),
         };
         let requests = Arc::new(RequestCounts::default());
-        let selection = self.storage.select(&scope, &requests).await?;
+        let mut candidates = self.storage.list_candidates(&scope, &requests).await?;
+        let chain = match request.cursor() {
+            None => None,
+            Some(chain_cursor) => {
+                let call = Call {
+                    cursor: chain_cursor,
+                    application_id: request.application_id(),
+                    dimension: request.date_dimension(),
+                    since: request.range().since,
+                    binding: request.binding(),
+                    settings: &self.cursor,
+                    now,
+                };
+                let step = cursor::step(call, std::mem::take(&mut candidates.objects))?;
+                candidates.objects = step.deliver;
+                Some(ChainStep { next: step.next, summary: step.summary })
+            }
+        };
+        let selection = self.storage.read_footers(&scope, candidates, &requests).await?;
         let progress = Arc::new(ScanProgress::default());
         let table = self.table(request, &selection, &requests, &progress);
         let range = if selection.all_in_range() { RangeTest::ProvenByFooters } else { RangeTest::PerRow };
@@ -253,6 +284,7 @@ impl Engine {
             progress,
             local: self.storage.is_local(),
             ended: false,
+            chain,
         })
     }
 
@@ -298,6 +330,14 @@ pub struct ExportStream {
     local: bool,
     /// The stream has given its last batch.
     ended: bool,
+    chain: Option<ChainStep>,
+}
+
+/// A cursor chain's call: the cursor after it, and what it saw.
+#[derive(Debug, Clone)]
+struct ChainStep {
+    next: String,
+    summary: StepSummary,
 }
 
 impl std::fmt::Debug for ExportStream {
@@ -329,6 +369,19 @@ impl ExportStream {
             return (total, total);
         }
         (self.progress.covered().min(total), total)
+    }
+
+    /// For a cursor chain's call, the cursor that continues the chain after this export's
+    /// records (`Logs-Cursor`). Hand it out only once every record has been written: a client
+    /// that stores it before may lose the records it did not get.
+    pub fn next_cursor(&self) -> Option<&str> {
+        self.chain.as_ref().map(|c| c.next.as_str())
+    }
+
+    /// For a cursor chain's call, the objects it delivers, found delivered before and left to
+    /// settle.
+    pub fn chain_summary(&self) -> Option<StepSummary> {
+        self.chain.as_ref().map(|c| c.summary)
     }
 
     /// Requests made to the storage so far (listings, ranged reads, bytes).
@@ -369,6 +422,13 @@ impl ExportStream {
             out.push_str(&format!(
                 "Storage: {} LIST, 0 HEAD, {} GET requests, {} bytes fetched\n",
                 r.lists, r.gets, r.bytes
+            ));
+        }
+        if let Some(chain) = &self.chain {
+            let c = chain.summary;
+            out.push_str(&format!(
+                "Cursor: {} new objects delivered, {} delivered before, {} left to settle\n",
+                c.new_objects, c.delivered_before, c.settling
             ));
         }
         for skipped in &s.skipped {

@@ -75,6 +75,14 @@ pub enum Error {
     #[error("{}", describe_storage(path.as_deref(), message))]
     Storage { path: Option<String>, message: String },
 
+    /// A cursor chain cannot go on exactly once: the objects of the date folder `date` that
+    /// the chain delivered changed (`what`). A new chain from `restart` recovers.
+    #[error(
+        "the chain cannot go on exactly once: in the date folder {date}, {what}; start a new chain with \
+         cursor=start&date_since={restart} and replace what was loaded from that date on"
+    )]
+    CursorConflict { date: chrono::NaiveDate, restart: chrono::NaiveDate, what: String },
+
     /// A configured limit (such as the memory pool) was reached.
     #[error("resources exhausted: {0}")]
     ResourcesExhausted(String),

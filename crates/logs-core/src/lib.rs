@@ -7,6 +7,7 @@
 //! engine knows nothing of HTTP or of output formats.
 
 pub mod aliases;
+pub mod cursor;
 pub mod engine;
 pub mod error;
 pub mod part;
@@ -17,6 +18,7 @@ pub mod schema;
 pub mod storage;
 
 pub use aliases::{ColumnSource, FieldAliases};
+pub use cursor::{ChainCursor, ChainPosition, CursorKeys, CursorSettings, StepSummary};
 pub use engine::{Engine, EngineConfig, ExportStream, Pruning};
 pub use error::{Error, RequestError, Result};
 pub use query::QueryPairs;

@@ -9,7 +9,7 @@ use percent_encoding::percent_decode;
 use crate::error::{RequestError, quote};
 
 /// The names of the request's parameters other than the field filters.
-pub(crate) const PARAMETERS: [&str; 10] = [
+pub(crate) const PARAMETERS: [&str; 11] = [
     "application_id",
     "date_since",
     "date_until",
@@ -20,6 +20,7 @@ pub(crate) const PARAMETERS: [&str; 10] = [
     "skip_unavailable_shards",
     "parts_count",
     "part_number",
+    "cursor",
 ];
 
 /// The decoded `name=value` pairs of a query string, in their original order.

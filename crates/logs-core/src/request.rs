@@ -7,29 +7,11 @@
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
 use crate::aliases::{ColumnSource, FieldAliases};
+use crate::cursor::{self, Binding, ChainCursor, CursorKeys};
 use crate::error::{RequestError, quote};
 use crate::query::{PARAMETERS, QueryPairs};
+pub use crate::schema::DateDimension;
 use crate::schema::{Field, FieldType};
-
-/// Which time the date range applies to (`date_dimension`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DateDimension {
-    /// When the error occurred on the device (`error_timestamp`).
-    #[default]
-    Default,
-    /// When the server received it (`error_receive_timestamp`).
-    Receive,
-}
-
-impl DateDimension {
-    /// The integer field that holds this kind of time.
-    pub fn timestamp_field(self) -> Field {
-        match self {
-            DateDimension::Default => Field::ERROR_TIMESTAMP,
-            DateDimension::Receive => Field::ERROR_RECEIVE_TIMESTAMP,
-        }
-    }
-}
 
 /// An inclusive range of Unix seconds, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +53,12 @@ pub struct RequestPolicy {
     pub max_limit: Option<u64>,
     /// Other names accepted for fields, and fields the dataset does not hold.
     pub aliases: FieldAliases,
+    /// The keys that check the cursors of chains (`cursor=`).
+    pub cursor_keys: CursorKeys,
 }
+
+/// The last second a chain's range holds: a chain has no end date.
+const CHAIN_UNTIL: i64 = 253_402_300_799; // 9999-12-31 23:59:59
 
 /// One column of the output: the name the request gave it, and what it is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +80,7 @@ pub struct ExportRequest {
     use_utf8_bom: bool,
     skip_unavailable_shards: bool,
     parts: Option<Parts>,
+    cursor: Option<ChainCursor>,
 }
 
 impl ExportRequest {
@@ -126,15 +114,28 @@ impl ExportRequest {
         }
 
         let application_id = parse_i64("application_id", required(pairs, "application_id")?)?;
-        let since = parse_datetime("date_since", required(pairs, "date_since")?, false)?;
-        let until = parse_datetime("date_until", required(pairs, "date_until")?, true)?;
-        if since > until {
-            return Err(RequestError::new(
-                "date_since",
-                format!("({since}) is after date_until ({until}); the range must not be empty"),
-            ));
-        }
-        let range = TimeRange { since: since.and_utc().timestamp(), until: until.and_utc().timestamp() };
+        let cursor = match pairs.get("cursor") {
+            None => None,
+            Some("start") => Some(ChainCursor::Start),
+            Some(text) => Some(ChainCursor::Continue {
+                position: cursor::open(text, &policy.cursor_keys)?,
+                text: text.to_owned(),
+            }),
+        };
+        let range = match &cursor {
+            None => {
+                let since = parse_datetime("date_since", required(pairs, "date_since")?, false)?;
+                let until = parse_datetime("date_until", required(pairs, "date_until")?, true)?;
+                if since > until {
+                    return Err(RequestError::new(
+                        "date_since",
+                        format!("({since}) is after date_until ({until}); the range must not be empty"),
+                    ));
+                }
+                TimeRange { since: since.and_utc().timestamp(), until: until.and_utc().timestamp() }
+            }
+            Some(cursor) => TimeRange { since: chain_since(pairs, cursor)?, until: CHAIN_UNTIL },
+        };
         let columns = parse_fields(required(pairs, "fields")?, aliases)?;
         let date_dimension = match pairs.get("date_dimension") {
             None | Some("default") => DateDimension::Default,
@@ -146,11 +147,22 @@ impl ExportRequest {
                 ));
             }
         };
-        let limit = parse_limit(pairs.get("limit"), policy)?;
         let use_utf8_bom = parse_bool("use_utf8_bom", pairs.get("use_utf8_bom"))?;
         let skip_unavailable_shards =
             parse_bool("skip_unavailable_shards", pairs.get("skip_unavailable_shards"))?;
         let parts = parse_parts(pairs.get("parts_count"), pairs.get("part_number"))?;
+        let limit = match &cursor {
+            None => parse_limit(pairs.get("limit"), policy)?,
+            // A chain's call sends every new record, whatever the service's maximum `limit`:
+            // a cut would leave records no cursor covers.
+            Some(cursor) => {
+                refuse_with_cursor(pairs, skip_unavailable_shards)?;
+                if let ChainCursor::Continue { position, .. } = cursor {
+                    check_chain(position, application_id, date_dimension, &columns, &filters)?;
+                }
+                None
+            }
+        };
 
         Ok(ExportRequest {
             application_id,
@@ -162,6 +174,7 @@ impl ExportRequest {
             use_utf8_bom,
             skip_unavailable_shards,
             parts,
+            cursor,
         })
     }
 
@@ -204,6 +217,118 @@ impl ExportRequest {
     pub fn parts(&self) -> Option<Parts> {
         self.parts
     }
+
+    /// The cursor chain this request starts or continues (`cursor=`), if any.
+    pub fn cursor(&self) -> Option<&ChainCursor> {
+        self.cursor.as_ref()
+    }
+
+    /// What a chain's cursor is bound to besides the application and the dimension.
+    pub(crate) fn binding(&self) -> Binding {
+        binding(&self.columns, &self.filters)
+    }
+}
+
+fn binding(columns: &[Column], filters: &[Filter]) -> Binding {
+    let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+    let filters = filters
+        .iter()
+        .map(|f| {
+            let value = match &f.value {
+                FilterValue::String(s) => s.clone(),
+                FilterValue::Int64(n) => n.to_string(),
+                FilterValue::UInt64(n) => n.to_string(),
+            };
+            format!("{}={value}", f.field.name())
+        })
+        .collect();
+    Binding::of(&names, filters)
+}
+
+/// `date_since` of a chain's call, in Unix seconds: required to start one; carried by the
+/// cursor after, and then, if given, the same.
+fn chain_since(pairs: &QueryPairs, cursor: &ChainCursor) -> Result<i64, RequestError> {
+    if pairs.get("date_until").is_some() {
+        return Err(RequestError::new(
+            "date_until",
+            "cannot be given with `cursor`: a chain has no end date, each call exports what is new",
+        ));
+    }
+    let given = pairs.get("date_since").map(|v| parse_datetime("date_since", v, false)).transpose()?;
+    let given = given.map(|since| since.and_utc().timestamp());
+    match (cursor, given) {
+        (ChainCursor::Start, Some(since)) => Ok(since),
+        (ChainCursor::Start, None) => Err(RequestError::new(
+            "date_since",
+            "is required with cursor=start: the chain exports every record from that date on",
+        )),
+        (ChainCursor::Continue { position, .. }, None) => Ok(position.since()),
+        (ChainCursor::Continue { position, .. }, Some(since)) if since == position.since() => Ok(since),
+        (ChainCursor::Continue { position, .. }, Some(_)) => Err(RequestError::new(
+            "date_since",
+            format!(
+                "differs from the chain's: its cursor was started with date_since={}; leave it out or give \
+                 the same",
+                chrono::DateTime::from_timestamp(position.since(), 0).map_or_else(
+                    || position.since().to_string(),
+                    |t| t.format("%Y-%m-%d %H:%M:%S").to_string()
+                )
+            ),
+        )),
+    }
+}
+
+/// The parameters a chain's call cannot take: each would send less than what is new while
+/// the next cursor moved past it.
+fn refuse_with_cursor(pairs: &QueryPairs, skip_unavailable_shards: bool) -> Result<(), RequestError> {
+    let why = "cannot be combined with `cursor`: a chain's call sends every new record, so that the next \
+               cursor covers exactly what was sent";
+    for name in ["limit", "parts_count", "part_number"] {
+        if pairs.get(name).is_some() {
+            return Err(RequestError::new(name, why));
+        }
+    }
+    if skip_unavailable_shards {
+        return Err(RequestError::new("skip_unavailable_shards", why));
+    }
+    Ok(())
+}
+
+/// Fails unless a chain's cursor was made for this application, dimension, fields and
+/// filters.
+fn check_chain(
+    position: &cursor::ChainPosition,
+    application_id: i64,
+    dimension: DateDimension,
+    columns: &[Column],
+    filters: &[Filter],
+) -> Result<(), RequestError> {
+    let belongs = |what: String| {
+        RequestError::new(
+            "cursor",
+            format!(
+                "belongs to a chain of {what}; a chain's calls ask for the same application_id, date_dimension, fields (in order) and filters, or start a new chain with cursor=start"
+            ),
+        )
+    };
+    if position.application_id() != application_id {
+        return Err(belongs(format!("application_id={}", position.application_id())));
+    }
+    if position.date_dimension() != dimension {
+        let name = match position.date_dimension() {
+            DateDimension::Default => "default",
+            DateDimension::Receive => "receive",
+        };
+        return Err(belongs(format!("date_dimension={name}")));
+    }
+    let bound = binding(columns, filters);
+    if position.binding.fields != bound.fields {
+        return Err(belongs("other fields".into()));
+    }
+    if position.binding.filters != bound.filters {
+        return Err(belongs("other filters".into()));
+    }
+    Ok(())
 }
 
 impl TryFrom<&QueryPairs> for ExportRequest {

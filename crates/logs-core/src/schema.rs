@@ -6,6 +6,26 @@ use std::sync::{Arc, LazyLock};
 use datafusion::arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef};
 pub use logs_schema::{Field, FieldType, field_names};
 
+/// Which time the date range applies to (`date_dimension`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DateDimension {
+    /// When the error occurred on the device (`error_timestamp`).
+    #[default]
+    Default,
+    /// When the server received it (`error_receive_timestamp`).
+    Receive,
+}
+
+impl DateDimension {
+    /// The integer field that holds this kind of time.
+    pub fn timestamp_field(self) -> Field {
+        match self {
+            DateDimension::Default => Field::ERROR_TIMESTAMP,
+            DateDimension::Receive => Field::ERROR_RECEIVE_TIMESTAMP,
+        }
+    }
+}
+
 /// The Arrow type the engine uses for a field of type `field_type` in its output.
 pub fn arrow_type(field_type: FieldType) -> DataType {
     match field_type {

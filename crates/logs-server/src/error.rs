@@ -279,6 +279,9 @@ impl ApiError {
                  export what can be read",
             )
             .detail(e.to_string()),
+            ApiError::Engine(e @ Engine::CursorConflict { .. }) => {
+                Problem::new(StatusCode::CONFLICT, "cursor_conflict", e.to_string()).at("cursor")
+            }
             ApiError::Engine(e @ Engine::ResourcesExhausted(_)) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "resources_exhausted",

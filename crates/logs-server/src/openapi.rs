@@ -68,7 +68,7 @@ const HEALTHZ: &str = "/healthz";
 
 /// Headers that a response may leave out, by response (component name or status); every
 /// other documented response header is `required`.
-const OPTIONAL_HEADERS: [(&str, &str); 10] = [
+const OPTIONAL_HEADERS: [(&str, &str); 11] = [
     ("Forbidden", "WWW-Authenticate"),
     ("ServiceUnavailable", "Retry-After"),
     ("200", "Content-Encoding"),
@@ -76,6 +76,8 @@ const OPTIONAL_HEADERS: [(&str, &str); 10] = [
     ("200", "Content-Length"),
     ("200", "ETag"),
     ("200", "Accept-Ranges"),
+    // Only a cursor chain's call has one.
+    ("200", "Logs-Cursor"),
     ("202", "Preference-Applied"),
     ("206", "Content-Encoding"),
     ("304", "Content-Encoding"),
@@ -292,6 +294,14 @@ fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
                 "How many unreadable files `skip_unavailable_shards=true` left out (0 normally).",
             ),
         )
+        .header(
+            "Logs-Cursor",
+            header_of(
+                ObjectBuilder::new().schema_type(Type::String),
+                "For a call with `cursor`: the cursor that continues the chain after these records. \
+                 Keep it only once the whole body has been read.",
+            ),
+        )
         .header("Content-Encoding", content_encoding_header())
         .header(
             "Content-Length",
@@ -312,7 +322,7 @@ fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
         id,
         summary,
         &description,
-        &["400", "401", "403", "414", "416", "429", "431", "500", "503"],
+        &["400", "401", "403", "409", "414", "416", "429", "431", "500", "503"],
     )
     .parameters(Some(export_parameters(&settings.aliases)))
     .response("200", ok)

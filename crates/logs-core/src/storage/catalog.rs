@@ -35,6 +35,8 @@ use crate::storage::listing::{Listed, Listing};
 use crate::storage::local;
 use crate::storage::object::{self, Backend, ObjectFile, Prefetched, RequestCounts};
 
+/// The last date a listing reaches when a range leaves it open.
+const LAST_DATE: NaiveDate = NaiveDate::from_ymd_opt(9999, 12, 31).expect("a valid date");
 /// How many footers are read at once.
 const FOOTER_READS_IN_FLIGHT: usize = 16;
 /// How many date folders are listed at once.
@@ -58,6 +60,17 @@ pub struct Scope {
     /// Rebuild the offset index of a file written without one from its page headers, when
     /// the scan selects rows within it (`PageMachinery::offset_index`).
     pub rebuild_offset_index: bool,
+    /// List no date folder before this date (a cursor chain's window), whatever the range.
+    pub first_folder: Option<NaiveDate>,
+}
+
+/// The data files of the date folders an export lists, before their footers are read.
+#[derive(Debug, Default)]
+pub(crate) struct Candidates {
+    /// Each with the date of its folder, in folder then name order.
+    pub(crate) objects: Vec<(NaiveDate, Listed)>,
+    date_folders: usize,
+    date_folders_pruned: usize,
 }
 
 /// A file an export reads.
@@ -205,10 +218,26 @@ impl Catalog {
     /// Selects the files an export of `scope` must read (see the module documentation),
     /// counting the requests made in `counts`.
     pub(crate) async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
-        let mut selection = FileSelection::default();
+        let candidates = self.list_candidates(scope, counts).await?;
+        self.read_footers(scope, candidates, counts).await
+    }
+
+    /// The data files of the application's date folders that `scope` may need.
+    pub(crate) async fn list_candidates(
+        &self,
+        scope: &Scope,
+        counts: &Arc<RequestCounts>,
+    ) -> Result<Candidates> {
+        let mut candidates = Candidates::default();
         let app = format!("application_id={}", scope.application_id);
-        let in_range = (scope.dimension == DateDimension::Default)
+        let mut in_range = (scope.dimension == DateDimension::Default)
             .then(|| (utc_date(scope.range.since), utc_date(scope.range.until)));
+        if let Some(first) = scope.first_folder {
+            in_range = Some(match in_range {
+                Some((since, until)) => (since.max(first), until),
+                None => (first, LAST_DATE),
+            });
+        }
         // Over a store, the keys of the date folders are listed while the application's
         // folder is: neither waits for the other.
         let (listing, keys) = match self.backend() {
@@ -223,26 +252,43 @@ impl Catalog {
             }
             Backend::Local { .. } => (self.list(&[&app], counts).await?, None),
         };
-        let Some(listing) = listing else { return Ok(selection) };
+        let Some(listing) = listing else { return Ok(candidates) };
         let mut dates = date_folders(&listing);
-        selection.date_folders = dates.len();
+        candidates.date_folders = dates.len();
         if let Some((first, last)) = in_range {
             dates.retain(|(date, _)| (first..=last).contains(date));
         }
-        selection.date_folders_pruned = selection.date_folders - dates.len();
+        candidates.date_folders_pruned = candidates.date_folders - dates.len();
 
         let folders = self.list_date_folders(&app, &dates, keys, counts).await?;
-        let objects: Vec<Listed> = folders
-            .into_iter()
-            .flatten()
-            .flat_map(|listing| listing.objects)
-            .filter(|object| is_data_file(&object.file_name))
+        candidates.objects = dates
+            .iter()
+            .zip(folders)
+            .flat_map(|((date, _), folder)| {
+                folder.into_iter().flat_map(|listing| listing.objects).map(move |object| (*date, object))
+            })
+            .filter(|(_, object)| is_data_file(&object.file_name))
             .collect();
-        selection.candidate_files = objects.len();
+        Ok(candidates)
+    }
 
-        let checks: Vec<_> = objects
+    /// Reads and checks the footers of `candidates`: the files an export of `scope` reads.
+    pub(crate) async fn read_footers(
+        &self,
+        scope: &Scope,
+        candidates: Candidates,
+        counts: &Arc<RequestCounts>,
+    ) -> Result<FileSelection> {
+        let mut selection = FileSelection {
+            date_folders: candidates.date_folders,
+            date_folders_pruned: candidates.date_folders_pruned,
+            candidate_files: candidates.objects.len(),
+            ..FileSelection::default()
+        };
+        let checks: Vec<_> = candidates
+            .objects
             .into_iter()
-            .map(|object| {
+            .map(|(_, object)| {
                 let file = ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts));
                 self.check_footer_off_the_worker(file, *scope)
             })

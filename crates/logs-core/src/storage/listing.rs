@@ -13,7 +13,7 @@ pub(crate) struct Listing {
 }
 
 /// An object as listed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Listed {
     /// The last part of its key or path.
     pub(crate) file_name: String,

@@ -28,7 +28,7 @@ mod budget;
 mod catalog;
 mod footer;
 mod footer_checks;
-mod listing;
+pub(crate) mod listing;
 mod local;
 mod location;
 mod object;
@@ -47,6 +47,7 @@ use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
+pub(crate) use catalog::Candidates;
 pub use catalog::{FileSelection, Scope, SelectedFile, SkippedFile};
 pub use location::{Addressing, DatasetLocation, S3Credentials, S3Options};
 pub use object::{RequestCounts, Requests};
@@ -226,5 +227,24 @@ impl Storage {
     /// made in `counts`.
     pub async fn select(&self, scope: &Scope, counts: &Arc<RequestCounts>) -> Result<FileSelection> {
         self.catalog.select(scope, counts).await
+    }
+
+    /// [`Storage::select`]'s first half: the data files listed, before their footers are read.
+    pub(crate) async fn list_candidates(
+        &self,
+        scope: &Scope,
+        counts: &Arc<RequestCounts>,
+    ) -> Result<Candidates> {
+        self.catalog.list_candidates(scope, counts).await
+    }
+
+    /// [`Storage::select`]'s second half: the footers of `candidates` read and checked.
+    pub(crate) async fn read_footers(
+        &self,
+        scope: &Scope,
+        candidates: Candidates,
+        counts: &Arc<RequestCounts>,
+    ) -> Result<FileSelection> {
+        self.catalog.read_footers(scope, candidates, counts).await
     }
 }

@@ -17,7 +17,7 @@ use http::{HeaderMap, Method, Uri, header};
 use logs_core::{ExportRequest, QueryPairs};
 use logs_format::Format;
 
-use super::headers::{SKIPPED_SHARDS, content_disposition};
+use super::headers::{LOGS_CURSOR, SKIPPED_SHARDS, content_disposition};
 use crate::auth::ReadAccess;
 use crate::error::ApiError;
 use crate::log::RequestLog;
@@ -64,6 +64,7 @@ pub(crate) async fn export_errors(
     let permit = state.runner().acquire(caller.token)?;
     let started = state.runner().start(format, &request, permit, log.map(|l| l.0)).await?;
     let skipped = started.skipped;
+    let cursor = started.cursor.clone();
     if method != Method::HEAD
         && let Some(stall) = &stall
     {
@@ -78,11 +79,14 @@ pub(crate) async fn export_errors(
     } else {
         Body::from_stream(started.chunks)
     };
-    let response = Response::builder()
+    let mut response = Response::builder()
         .header(header::CONTENT_TYPE, format.content_type())
         .header(header::CONTENT_DISPOSITION, content_disposition(format))
-        .header(SKIPPED_SHARDS, skipped)
-        .body(body)
-        .map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;
+        .header(SKIPPED_SHARDS, skipped);
+    if let Some(cursor) = cursor {
+        response = response.header(LOGS_CURSOR, cursor);
+    }
+    let response =
+        response.body(body).map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;
     Ok(response)
 }

@@ -6,6 +6,9 @@ use logs_format::Format;
 /// The header that tells how many unreadable files `skip_unavailable_shards=true` left out.
 pub(crate) const SKIPPED_SHARDS: &str = "x-skipped-shards";
 
+/// The header that carries the cursor continuing a chain after this export (`cursor=`).
+pub(crate) const LOGS_CURSOR: &str = "logs-cursor";
+
 /// `Content-Disposition` of an export in `format`.
 pub(crate) fn content_disposition(format: Format) -> HeaderValue {
     HeaderValue::from_static(match format {

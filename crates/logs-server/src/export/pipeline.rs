@@ -70,6 +70,8 @@ pub(crate) struct Started {
     pub chunks: Chunks,
     /// Unreadable files that `skip_unavailable_shards=true` left out.
     pub skipped: usize,
+    /// The cursor continuing the chain after this export, for a chain's call.
+    pub cursor: Option<String>,
     /// Rows encoded so far.
     pub rows: Arc<AtomicU64>,
     /// How far the scan has got.
@@ -167,6 +169,7 @@ impl ExportRunner {
         };
         let (stream, first) = started;
         let skipped = stream.selection().skipped.len();
+        let cursor = stream.next_cursor().map(str::to_owned);
         for file in &stream.selection().skipped {
             tracing::warn!(path = %file.name, reason = %file.reason, "skipped an unreadable file");
         }
@@ -209,7 +212,7 @@ impl ExportRunner {
         };
         let producer = tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
         let chunks = Chunks::new(rx, failure, spill, log);
-        Ok(Started { chunks, skipped, rows, scan, producer })
+        Ok(Started { chunks, skipped, cursor, rows, scan, producer })
     }
 }
 

@@ -248,6 +248,18 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             "A file of the requested range cannot be read; retry, or pass `skip_unavailable_shards=true`.",
         ),
         (
+            ApiError::Engine(Engine::CursorConflict {
+                date: chrono::NaiveDate::from_ymd_opt(2026, 11, 3).expect("a valid date"),
+                restart: chrono::NaiveDate::from_ymd_opt(2026, 11, 3).expect("a valid date"),
+                what: "1 of its objects that the chain delivered are gone (deleted or replaced, as \
+                       compaction or retention do)"
+                    .into(),
+            }),
+            "A cursor chain cannot go on exactly once: an object it delivered was deleted or replaced, or \
+             one appeared behind its cursor; the message names the date folder and the date to start a \
+             new chain from.",
+        ),
+        (
             ApiError::Engine(Engine::ResourcesExhausted(String::new())),
             "The engine's memory pool (`--memory-limit`) is used up.",
         ),
@@ -311,6 +323,7 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             ApiError::Engine(
                 Engine::InvalidRequest(_)
                 | Engine::Storage { .. }
+                | Engine::CursorConflict { .. }
                 | Engine::ResourcesExhausted(_)
                 | Engine::Config { .. }
                 | Engine::Internal(_),
@@ -357,6 +370,7 @@ mod tests {
                 "Forbidden",
                 "NotFound",
                 "MethodNotAllowed",
+                "Conflict",
                 "URITooLong",
                 "RangeNotSatisfiable",
                 "TooManyRequests",

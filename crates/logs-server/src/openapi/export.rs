@@ -32,19 +32,20 @@ pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
         ),
         query_parameter(
             "date_since",
-            true,
+            false,
             datetime("00:00:00"),
             "Start of the date range, inclusive, UTC: `yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd` (then \
              00:00:00). Impossible dates and times (`2026-02-30`, `24:00:00`) and a `T` separator are \
-             refused. The kind of time is set by `date_dimension`.",
+             refused. The kind of time is set by `date_dimension`. Required, except when continuing a \
+             cursor chain (`cursor`), whose cursor carries it.",
             Some(json!("2026-10-01")),
         ),
         query_parameter(
             "date_until",
-            true,
+            false,
             datetime("23:59:59"),
             "End of the date range, inclusive, same format as `date_since` (a date alone means \
-             23:59:59). May not be before `date_since`.",
+             23:59:59). May not be before `date_since`. Required, except with `cursor`, which refuses it.",
             Some(json!("2026-10-07 23:59:59")),
         ),
         fields_parameter(aliases),
@@ -101,6 +102,18 @@ pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
             integer(Some(0u32), Some(MAX_PARTS - 1)),
             "Which part to return, from 0 to `parts_count` − 1; give both or neither.",
             None,
+        ),
+        query_parameter(
+            "cursor",
+            false,
+            ObjectBuilder::new().schema_type(Type::String).max_length(Some(32_768)),
+            "A cursor chain, which hands over each record once, late arrivals included: `start` (with \
+             `date_since`, without `date_until`) starts one; the `Logs-Cursor` header of each answer \
+             continues it, with the same `application_id`, `date_dimension`, `fields` and filters. \
+             Each call returns the records that became visible since the previous one. Refused with \
+             `limit`, `parts_count`, `part_number` and `skip_unavailable_shards=true`; a damaged or \
+             foreign cursor is 400, a chain broken by deleted or replaced files 409.",
+            Some(json!("start")),
         ),
     ];
     parameters

@@ -17,7 +17,7 @@ use logs_format::Format;
 use super::spool::{Manifest, ReadError, Spool};
 use crate::encoding::request_accepts_gzip;
 use crate::error::ApiError;
-use crate::export::headers::{SKIPPED_SHARDS, content_disposition};
+use crate::export::headers::{LOGS_CURSOR, SKIPPED_SHARDS, content_disposition};
 use crate::log::RowsWhenComplete;
 
 /// The answer to `headers` from the complete export `manifest`; `None` if one of its copies
@@ -72,6 +72,9 @@ pub(super) async fn respond(
         .header(header::CONTENT_DISPOSITION, content_disposition(format))
         .header(header::CONTENT_LENGTH, length)
         .header(SKIPPED_SHARDS, manifest.skipped_shards);
+    if let Some(cursor) = &manifest.cursor {
+        builder = builder.header(LOGS_CURSOR, cursor.as_str());
+    }
     if range.is_some() {
         builder = builder
             .header(header::CONTENT_RANGE, format!("bytes {}-{}/{}", bytes.start, bytes.end - 1, copy.bytes));

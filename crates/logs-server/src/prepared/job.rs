@@ -106,7 +106,7 @@ impl JobRun {
         let result = match written {
             Ok(()) => {
                 self.progress.rows.store(started.rows.load(Ordering::Relaxed), Ordering::Relaxed);
-                self.commit(writer, started.skipped).await
+                self.commit(writer, started.skipped, started.cursor.clone()).await
             }
             Err(problem) => {
                 // The export is dropped first (which cancels it), then its copies.
@@ -120,15 +120,25 @@ impl JobRun {
     }
 
     /// Completes the copies and writes the manifest; on failure, deletes whatever was written.
-    async fn commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
-        let committed = self.try_commit(writer, skipped).await;
+    async fn commit(
+        &self,
+        writer: spool::SpoolWriter,
+        skipped: usize,
+        cursor: Option<String>,
+    ) -> Result<u64, Problem> {
+        let committed = self.try_commit(writer, skipped, cursor).await;
         if committed.is_err() {
             self.spool.discard(&self.key, &self.job, plain_extension(self.format)).await;
         }
         committed
     }
 
-    async fn try_commit(&self, writer: spool::SpoolWriter, skipped: usize) -> Result<u64, Problem> {
+    async fn try_commit(
+        &self,
+        writer: spool::SpoolWriter,
+        skipped: usize,
+        cursor: Option<String>,
+    ) -> Result<u64, Problem> {
         let (plain, gzip) = writer.finish().await.map_err(|e| ApiError::from(e).problem())?;
         let rows = self.progress.rows.load(Ordering::Relaxed);
         let manifest = Manifest {
@@ -139,6 +149,7 @@ impl JobRun {
             created: spool::now(),
             rows,
             skipped_shards: skipped as u64,
+            cursor,
             plain,
             gzip,
         };

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use logs_core::{ExportRequest, S3Options};
+use logs_core::{ChainCursor, ExportRequest, S3Options};
 use logs_format::{Format, JsonIntegers};
 use sha2::{Digest, Sha256};
 
@@ -386,14 +386,16 @@ impl Prepared {
 /// The key of an export in the spool: the SHA-256 (hex) of everything that changes its bytes —
 /// the format, the application, range and dimension, the columns (names as requested, and
 /// what each is made of), the filters (in a fixed order), the limit, the BOM, the skip policy,
-/// the parts, how JSON writes integers, and this program's version.
+/// the parts, the cursor (a chain's call is prepared once: asked again with the same cursor, it
+/// is served the same records and the same next cursor), how JSON writes integers, and this
+/// program's version.
 pub(crate) fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
     let mut filters: Vec<String> =
         request.filters().iter().map(|f| format!("{:?}={:?}", f.field, f.value)).collect();
     filters.sort();
     let text = format!(
         "logs-export {}\nformat {format:?}\njson integers {json_integers:?}\napplication {}\nrange {:?}\n\
-         dimension {:?}\ncolumns {:?}\nfilters {filters:?}\nlimit {:?}\nbom {}\nskip {}\nparts {:?}",
+         dimension {:?}\ncolumns {:?}\nfilters {filters:?}\nlimit {:?}\nbom {}\nskip {}\nparts {:?}\ncursor {:?}",
         env!("CARGO_PKG_VERSION"),
         request.application_id(),
         request.range(),
@@ -403,6 +405,10 @@ pub(crate) fn key(format: Format, request: &ExportRequest, json_integers: JsonIn
         request.use_utf8_bom(),
         request.skip_unavailable_shards(),
         request.parts(),
+        request.cursor().map(|c| match c {
+            ChainCursor::Start => "start",
+            ChainCursor::Continue { text, .. } => text.as_str(),
+        }),
     );
     hex::encode(Sha256::digest(text.as_bytes()))
 }

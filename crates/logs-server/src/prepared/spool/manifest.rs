@@ -22,6 +22,9 @@ pub struct Manifest {
     pub rows: u64,
     /// Unreadable files that `skip_unavailable_shards=true` left out.
     pub skipped_shards: u64,
+    /// For a cursor chain's call, the cursor after it (`Logs-Cursor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
     pub plain: Representation,
     pub gzip: Representation,
 }

@@ -14,6 +14,7 @@ fn manifest(key: &str, created: u64, bytes: u64) -> Manifest {
         created,
         rows: 1,
         skipped_shards: 0,
+        cursor: None,
         plain: Representation { bytes, sha256: "00".into() },
         gzip: Representation { bytes: 0, sha256: "00".into() },
     }
