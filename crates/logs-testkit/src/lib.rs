@@ -13,7 +13,9 @@
 //! - [`machine`]: what a test needs of the machine (running as `nobody`, `/dev/full`, a small
 //!   disk), and [`machine::missing`], which fails a test that cannot have it unless
 //!   `LOGS_TEST_ALLOW_SKIP=1`;
-//! - [`process`]: child processes run to their end within a bound.
+//! - [`process`]: child processes run to their end within a bound;
+//! - [`writer`]: a writer adding staged Parquet files to a dataset (a folder or a bucket) while
+//!   exports run (`dataset-writer`).
 //!
 //! Nothing here mocks a protocol: the tests speak real HTTP to a real S3 server, through a
 //! real load balancer.
@@ -26,6 +28,7 @@ pub mod process;
 pub mod proxy;
 pub mod python;
 pub mod s3;
+pub mod writer;
 
 /// A free port of `127.0.0.1`, for a server started at once (and, for a replica, restarted on
 /// it). It comes from below the kernel's ephemeral range: a port the kernel handed out and got

@@ -157,6 +157,35 @@ for root, _, files in os.walk(folder):
             .output();
         python::checked(output, "upload the dataset with boto3");
     }
+
+    /// Downloads every object of `bucket` below `prefix` into `folder`, at its key relative to
+    /// `prefix`, with boto3: the bucket's contents as another tool reads them.
+    pub fn download_folder(&self, bucket: &str, prefix: &str, folder: &Path) {
+        let script = r#"
+import os, sys, boto3
+endpoint, bucket, prefix, folder = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  aws_access_key_id="test", aws_secret_access_key="test")
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+    for item in page.get("Contents", []):
+        path = os.path.join(folder, item["Key"][len(prefix) + 1:])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        s3.download_file(bucket, item["Key"], path)
+"#;
+        let output = Command::new(moto_python())
+            .args(["-c", script, &self.endpoint(), bucket, prefix])
+            .arg(folder)
+            .output();
+        python::checked(output, "download the dataset with boto3");
+    }
+
+    /// Deletes the object `key` of `bucket` (a plain DELETE: moto takes unsigned requests).
+    pub fn delete_object(&self, bucket: &str, key: &str) {
+        let target =
+            format!("/{bucket}/{}", key.split('/').map(percent_encode).collect::<Vec<_>>().join("/"));
+        let (status, body) = crate::http::request(self.addr, "DELETE", &target).expect("delete the object");
+        assert_eq!(status, 204, "DELETE {target}: {body}");
+    }
 }
 
 /// Every byte but letters, digits and `-._~` as `%XX`.
