@@ -103,8 +103,8 @@ async fn a_chain_over_a_bucket_alternating_two_replicas_delivers_every_record_on
     proxied.retain(|(k, _)| *k != "AWS_ENDPOINT_URL");
     proxied.push(("AWS_ENDPOINT_URL", proxy.endpoint()));
     // moto's modification times are whole seconds, up to 1 s before the write: the settle
-    // time must be longer than that and the upload together.
-    let replicas = [serve_chain(data, &keys, "2s", &env), serve_chain(data, &keys, "2s", &proxied)];
+    // time must be longer than that and the upload together (see the report of issue 42).
+    let replicas = [serve_chain(data, &keys, "3s", &env), serve_chain(data, &keys, "3s", &proxied)];
     let mut chain = Chain::new();
 
     let mut writer = Writer::spawn(staging.path(), "s3://logs/data", 20, 12, &env);
@@ -127,7 +127,7 @@ async fn a_chain_over_a_bucket_alternating_two_replicas_delivers_every_record_on
     }
     let added = writer.finish();
     assert_eq!(added.len(), 60);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
     chain.call(&replicas[chain.calls % 2]).await;
 
     // The oracle: the bucket as it stands, downloaded, read by DuckDB.
@@ -145,6 +145,19 @@ async fn a_chain_over_a_bucket_alternating_two_replicas_delivers_every_record_on
     );
     assert!(during > 0 && failed > 0, "{during} calls during writes, {failed} failed");
     println!("{} calls over two replicas ({during} during writes, {failed} failed and retried)", chain.calls);
+
+    // An object the chain delivered, deleted from the bucket: a conflict on either replica.
+    let in_chain = format!("application_id={APP}/date={}", since());
+    let key =
+        added.iter().find(|k| k.starts_with(&format!("application_id={APP}/")) && **k >= in_chain).unwrap();
+    s3.delete_object("logs", &format!("data/{key}"));
+    let date = key.split("date=").nth(1).unwrap().split('/').next().unwrap();
+    for replica in &replicas {
+        let (status, error_type, _, message) =
+            refusal(chain.get(replica, &chain.target(&chain.cursor, "")).await).await;
+        assert_eq!((status, error_type.as_str()), (409, "cursor_conflict"), "{message}");
+        assert!(message.contains(&format!("cursor=start&date_since={date}")), "{message}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

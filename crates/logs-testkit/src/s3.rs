@@ -179,12 +179,17 @@ for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=p
         python::checked(output, "download the dataset with boto3");
     }
 
-    /// Deletes the object `key` of `bucket` (a plain DELETE: moto takes unsigned requests).
+    /// Deletes the object `key` of `bucket`, with boto3.
     pub fn delete_object(&self, bucket: &str, key: &str) {
-        let target =
-            format!("/{bucket}/{}", key.split('/').map(percent_encode).collect::<Vec<_>>().join("/"));
-        let (status, body) = crate::http::request(self.addr, "DELETE", &target).expect("delete the object");
-        assert_eq!(status, 204, "DELETE {target}: {body}");
+        let script = r#"
+import sys, boto3
+endpoint, bucket, key = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  aws_access_key_id="test", aws_secret_access_key="test")
+s3.delete_object(Bucket=bucket, Key=key)
+"#;
+        let output = Command::new(moto_python()).args(["-c", script, &self.endpoint(), bucket, key]).output();
+        python::checked(output, "delete an object with boto3");
     }
 }
 
