@@ -13,7 +13,10 @@
 //! - a delivered object deleted or replaced, or one copied in with an old modification time:
 //!   409 `cursor_conflict` naming the date folder;
 //! - an export cut mid-body and retried with the old cursor, and the same cursor used twice:
-//!   the same records, and the chain stays exact.
+//!   the same records, and the chain stays exact;
+//! - an object written in place across calls is delivered once complete and settled; one whose
+//!   write stalls for longer than the settle time fails the call (503), never skipped;
+//! - a chain of prepared exports (`Prefer: respond-async`) stays exact.
 //!
 //! The writer (`logs_testkit::writer`, the `dataset-writer` binary's code) runs in a child
 //! process: this test binary again, running only `dataset_writer_child`.
@@ -23,6 +26,8 @@ mod common;
 mod support;
 
 use std::ffi::OsStr;
+use std::io::Write;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use logs_testkit::proxy::{FaultProxy, Mode};
@@ -372,4 +377,85 @@ async fn an_export_cut_mid_body_and_retried_with_the_old_cursor_keeps_the_chain_
     assert!(!from_chain.is_empty());
     assert_same_records(&from_other, &from_chain, "the calls after the two calls with the same cursor");
     assert_same_records(&chain.records, &expected_records(&root), "the chain after a cut transfer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_written_in_place_across_calls_is_delivered_once_complete_and_settled() {
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path().join("data");
+    generate(root.as_os_str(), 600, first_day(), 6, &[]);
+    let staging = staging();
+    let keys = folder.path().join("keys");
+    write_keys(&keys, &[OLD_KEY]);
+    let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut chain = Chain::new();
+    chain.call(&served).await;
+
+    // A writer writes an object under its final name, in two halves (no rename).
+    let staged = delivered_file(staging.path(), 3);
+    let bytes = std::fs::read(&staged).unwrap();
+    let relative = staged.strip_prefix(staging.path()).unwrap();
+    let path = root.join(relative.with_file_name("in-place.parquet"));
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(&bytes[..bytes.len() / 2]).unwrap();
+    // Half written, its modification time within the settle time: neither read nor delivered.
+    assert!(chain.call(&served).await.is_empty());
+    file.write_all(&bytes[bytes.len() / 2..]).unwrap();
+    drop(file);
+    // Complete but not settled: not yet.
+    assert!(chain.call(&served).await.is_empty());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let delivered = chain.call(&served).await;
+    assert!(!delivered.is_empty());
+    assert_same_records(&chain.records, &expected_records(&root), "an object written in place");
+
+    // A write that stops for longer than the settle time breaks the dataset's promise: the
+    // half object is read, and the call fails (never a silent skip); once the object is
+    // complete, the same cursor goes on.
+    let path = path.with_file_name("stalled.parquet");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let failed = chain.get(&served, &chain.target(&chain.cursor, "")).await;
+    let status = failed.status();
+    let body = failed.text().await.unwrap();
+    println!("{status}: {body}");
+    assert!(status.is_server_error(), "{status}: {body}");
+    std::fs::write(&path, &bytes).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(chain.call(&served).await.len(), delivered.len(), "the same object's records");
+    assert_same_records(&chain.records, &expected_records(&root), "the chain after a stalled write");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_prepared_exports_stays_exact_while_files_are_added() {
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path().join("data");
+    generate(root.as_os_str(), 900, first_day(), 7, &[]);
+    let staging = staging();
+    let keys = folder.path().join("keys");
+    write_keys(&keys, &[OLD_KEY]);
+    let spool = folder.path().join("spool");
+    let (keys_flag, spool_flag) = (keys.display().to_string(), spool.display().to_string());
+    let flags = ["--cursor-key-file", &keys_flag, "--cursor-settle", "1s", "--spool", &spool_flag];
+    let served =
+        common::serve_with(&root, &[&flags[..], &common::PREPARE_ALWAYS_AT_ONCE].concat(), Stdio::null());
+    let mut chain = Chain::new();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    for seed in 51..55 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let url = format!("{}/logs/v1/export/{}", served.base, chain.target(&chain.cursor, ""));
+        let done = common::until_done(&client, &url, &served.token).await;
+        assert_eq!(done.status(), 200);
+        let next = done.headers().get("logs-cursor").expect("a prepared chain's call carries Logs-Cursor");
+        let next = next.to_str().unwrap().to_owned();
+        chain.keep(&records(&done.bytes().await.unwrap()), next);
+        Writer::spawn(staging.path(), &root.display().to_string(), 1, seed, &[]).finish();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let url = format!("{}/logs/v1/export/{}", served.base, chain.target(&chain.cursor, ""));
+    let done = common::until_done(&client, &url, &served.token).await;
+    assert_eq!(done.status(), 200);
+    chain.records.extend(records(&done.bytes().await.unwrap()));
+    assert_same_records(&chain.records, &expected_records(&root), "a chain of prepared exports");
 }
