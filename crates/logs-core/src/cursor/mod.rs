@@ -126,7 +126,8 @@ pub struct CursorSettings {
     /// process.
     pub settle: Duration,
     /// After a chain's first call, only date folders at most this many days before today
-    /// (UTC) are listed: an object written into an older folder is not seen.
+    /// (UTC) are listed: an object written into an older folder is not seen. A cursor checks
+    /// the newest 183 date folders at most.
     pub max_lateness_days: u16,
 }
 
@@ -264,8 +265,14 @@ pub(crate) fn step(call: Call<'_>, listed: Vec<(NaiveDate, Listed)>) -> Result<S
     if let Some(previous) = previous {
         check_unchanged(previous, &seen, call.since)?;
     }
-    let dates =
+    let mut dates: Vec<DateDigest> =
         seen.into_values().map(|(_, after)| after).filter(|d| d.date >= window && d.objects > 0).collect();
+    // Beyond what a cursor holds, the oldest folders are no longer checked.
+    let mut window = window;
+    if dates.len() > token::MAX_DATES {
+        dates.drain(..dates.len() - token::MAX_DATES);
+        window = dates[0].date;
+    }
     let next = ChainPosition {
         application_id: call.application_id,
         dimension: call.dimension,
