@@ -263,7 +263,9 @@ pub(crate) fn step(call: Call<'_>, listed: Vec<(NaiveDate, Listed)>) -> Result<S
         }
     }
     if let Some(previous) = previous {
-        check_unchanged(previous, &seen, call.since)?;
+        // The folders this call listed (`first_listed`: from `window` on) that the previous
+        // call kept digests of.
+        check_unchanged(previous, &seen, previous.window_start.max(window), call.since)?;
     }
     let mut dates: Vec<DateDigest> =
         seen.into_values().map(|(_, after)| after).filter(|d| d.date >= window && d.objects > 0).collect();
@@ -286,16 +288,17 @@ pub(crate) fn step(call: Call<'_>, listed: Vec<(NaiveDate, Listed)>) -> Result<S
     Ok(Step { deliver, next: token::seal(&next, call.settings.keys.signing()), summary })
 }
 
-/// Fails when a date folder of `previous`'s window does not hold, at or before its horizon,
-/// exactly the objects delivered.
+/// Fails when a date folder from `first` on does not hold, at or before `previous`'s
+/// horizon, exactly the objects delivered.
 fn check_unchanged(
     previous: &ChainPosition,
     seen: &std::collections::BTreeMap<NaiveDate, (DateDigest, DateDigest)>,
+    first: NaiveDate,
     since: i64,
 ) -> Result<(), Error> {
     let kept = |date: NaiveDate| previous.dates.iter().find(|d| d.date == date).copied();
     let dates = seen.keys().copied().chain(previous.dates.iter().map(|d| d.date));
-    for date in dates.filter(|d| *d >= previous.window_start) {
+    for date in dates.filter(|d| *d >= first) {
         let expected = kept(date).unwrap_or(DateDigest { date, objects: 0, sum: 0 });
         let found = seen.get(&date).map_or(DateDigest { date, objects: 0, sum: 0 }, |(before, _)| *before);
         if (found.objects, found.sum) == (expected.objects, expected.sum) {

@@ -219,3 +219,20 @@ fn a_cursor_checks_the_newest_183_folders_and_stays_short() {
     let step_two = step(call(&continuing, &settings), listed).unwrap();
     assert!(step_two.deliver.is_empty());
 }
+
+#[test]
+fn a_folder_that_leaves_the_window_overnight_is_not_missed_by_the_check() {
+    let keys = CursorKeys::generated();
+    // The window of 10 days starts on the 18th today, on the 20th two days later.
+    let leaving = object(18, "leaving.parquet", at(-600), 10);
+    let staying = object(25, "staying.parquet", at(-600), 10);
+    let (_, cursor, _) = call("start", &keys, at(0), vec![leaving, staying.clone()]).unwrap();
+    assert_eq!(open(&cursor, &keys).unwrap().dates.len(), 2);
+    // Two days later the 18th is no longer listed: no conflict for what was not looked at.
+    let two_days = 2 * 86_400;
+    let late = object(26, "late.parquet", at(two_days - 100), 10);
+    let (delivered, cursor, _) = call(&cursor, &keys, at(two_days), vec![staying, late]).unwrap();
+    assert_eq!(delivered, ["late.parquet"]);
+    let position = open(&cursor, &keys).unwrap();
+    assert_eq!((position.window_start, position.dates.len()), (day(20), 2));
+}
