@@ -20,12 +20,12 @@ pub(crate) struct CursorArgs {
     pub(crate) cursor_key_file: Option<PathBuf>,
     /// How old an object's modification time must be before a chain delivers it: longer than
     /// an upload takes, plus the clock differences between writers, store and service.
-    #[arg(long, env = "LOGS_CURSOR_SETTLE", default_value = "5m", value_parser = crate::serve::parse_duration)]
+    #[arg(long, env = "LOGS_CURSOR_SETTLE", default_value = "5m", value_parser = crate::units::parse_duration)]
     pub(crate) cursor_settle: Duration,
     /// After a chain's first call, only date folders at most this many days before today
-    /// (UTC) are listed: the latest a record may arrive.
+    /// (UTC) are listed: the latest a record may arrive (at most 183, half a year).
     #[arg(long, env = "LOGS_CURSOR_MAX_LATENESS_DAYS", default_value_t = 31,
-          value_parser = clap::value_parser!(u16).range(1..=3650))]
+          value_parser = clap::value_parser!(u16).range(1..=183))]
     pub(crate) cursor_max_lateness_days: u16,
 }
 

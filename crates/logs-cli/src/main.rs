@@ -6,6 +6,7 @@ mod generate;
 mod preallocate;
 mod serve;
 mod store;
+mod units;
 
 use std::process::ExitCode;
 

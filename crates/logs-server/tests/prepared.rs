@@ -689,3 +689,53 @@ async fn a_job_done_within_the_wait_is_answered_at_once() {
     assert_eq!(jobs_in(spool.path()).len(), 1);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_cursor_chains_call_is_prepared_with_its_next_cursor_and_served_again_the_same() {
+    let spool = tempfile::tempdir().unwrap();
+    // Settled at once, and a window that reaches the generated dates whatever today is.
+    let cursor = logs_core::CursorSettings {
+        settle: Duration::ZERO,
+        max_lateness_days: u16::MAX,
+        ..logs_core::CursorSettings::default()
+    };
+    let config_engine = EngineConfig { target_partitions: 2, cursor, ..EngineConfig::default() };
+    let prepared = Prepared::open(config(spool.path()), &S3Options::default()).await.unwrap();
+    let state = AppState::new(engine(small_dataset(), config_engine), token_auth(), Settings::default())
+        .await
+        .unwrap()
+        .with_prepared(prepared);
+    let query = "application_id=1001&date_since=2026-10-01&fields=error_id,error_name,os_name";
+    let full = encode_directly(state.engine(), Format::Csv, &format!("{query}&date_until=2026-10-07")).await;
+    let server = TestServer::start(state, ServeOptions::for_settings(&Settings::default())).await;
+    let start = server.url(&format!("/logs/v1/export/errors.csv?{query}&cursor=start"));
+    let prefer = [("prefer", "respond-async")];
+
+    let (first, _) = until_done(&start, READER, &prefer).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert!(first.headers().get("content-length").is_some(), "served from the spool");
+    let next = first.headers()["logs-cursor"].to_str().unwrap().to_owned();
+    let etag = etag_of(&first);
+    let lines = |body: &[u8]| {
+        let mut lines: Vec<String> =
+            String::from_utf8(body.to_vec()).unwrap().lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(lines(&first.bytes().await.unwrap()), lines(&full));
+    // Asked again with the same cursor: the same file and the same next cursor.
+    let again = get_with(&start, READER, &prefer).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!((etag_of(&again), again.headers()["logs-cursor"].to_str().unwrap()), (etag, next.as_str()));
+
+    // The chain goes on from the prepared cursor, streamed (GET and HEAD) or prepared: nothing new.
+    let url = server.url(&format!("/logs/v1/export/errors.csv?{query}&cursor={next}"));
+    let head = client().head(&url).header("authorization", format!("OAuth {READER}")).send().await.unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    assert!(head.headers().contains_key("logs-cursor"));
+    let (continued, _) = until_done(&url, READER, &prefer).await;
+    assert_eq!(continued.status(), StatusCode::OK);
+    assert!(continued.headers().contains_key("logs-cursor"));
+    assert_eq!(continued.bytes().await.unwrap().as_ref(), b"error_id,error_name,os_name\n");
+    server.stop().await;
+}

@@ -126,7 +126,8 @@ pub struct CursorSettings {
     /// process.
     pub settle: Duration,
     /// After a chain's first call, only date folders at most this many days before today
-    /// (UTC) are listed: an object written into an older folder is not seen.
+    /// (UTC) are listed: an object written into an older folder is not seen. A cursor checks
+    /// the newest 183 date folders at most.
     pub max_lateness_days: u16,
 }
 
@@ -262,10 +263,18 @@ pub(crate) fn step(call: Call<'_>, listed: Vec<(NaiveDate, Listed)>) -> Result<S
         }
     }
     if let Some(previous) = previous {
-        check_unchanged(previous, &seen, call.since)?;
+        // The folders this call listed (`first_listed`: from `window` on) that the previous
+        // call kept digests of.
+        check_unchanged(previous, &seen, previous.window_start.max(window), call.since)?;
     }
-    let dates =
+    let mut dates: Vec<DateDigest> =
         seen.into_values().map(|(_, after)| after).filter(|d| d.date >= window && d.objects > 0).collect();
+    // Beyond what a cursor holds, the oldest folders are no longer checked.
+    let mut window = window;
+    if dates.len() > token::MAX_DATES {
+        dates.drain(..dates.len() - token::MAX_DATES);
+        window = dates[0].date;
+    }
     let next = ChainPosition {
         application_id: call.application_id,
         dimension: call.dimension,
@@ -279,16 +288,17 @@ pub(crate) fn step(call: Call<'_>, listed: Vec<(NaiveDate, Listed)>) -> Result<S
     Ok(Step { deliver, next: token::seal(&next, call.settings.keys.signing()), summary })
 }
 
-/// Fails when a date folder of `previous`'s window does not hold, at or before its horizon,
-/// exactly the objects delivered.
+/// Fails when a date folder from `first` on does not hold, at or before `previous`'s
+/// horizon, exactly the objects delivered.
 fn check_unchanged(
     previous: &ChainPosition,
     seen: &std::collections::BTreeMap<NaiveDate, (DateDigest, DateDigest)>,
+    first: NaiveDate,
     since: i64,
 ) -> Result<(), Error> {
     let kept = |date: NaiveDate| previous.dates.iter().find(|d| d.date == date).copied();
     let dates = seen.keys().copied().chain(previous.dates.iter().map(|d| d.date));
-    for date in dates.filter(|d| *d >= previous.window_start) {
+    for date in dates.filter(|d| *d >= first) {
         let expected = kept(date).unwrap_or(DateDigest { date, objects: 0, sum: 0 });
         let found = seen.get(&date).map_or(DateDigest { date, objects: 0, sum: 0 }, |(before, _)| *before);
         if (found.objects, found.sum) == (expected.objects, expected.sum) {

@@ -182,3 +182,57 @@ fn key_files_are_checked_without_echoing_a_key() {
     let keys = CursorKeys::from_text(&"k".repeat(40)).unwrap();
     assert!(!format!("{keys:?}").contains("kkkk"));
 }
+
+#[test]
+fn a_cursor_checks_the_newest_183_folders_and_stays_short() {
+    let keys = CursorKeys::generated();
+    let first = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+    let listed: Vec<(NaiveDate, Listed)> = (0..300)
+        .map(|i| {
+            let (_, mut object) = object(1, &format!("{i}.parquet"), at(-600), 10);
+            let date = first + chrono::TimeDelta::days(i);
+            object.meta.location =
+                object_store::path::Path::from(format!("application_id=1/date={date}/x.parquet"));
+            (date, object)
+        })
+        .collect();
+    let settings = CursorSettings { keys: keys.clone(), settle: SETTLE, max_lateness_days: u16::MAX };
+    let chain_cursor = ChainCursor::Start;
+    fn call<'a>(cursor: &'a ChainCursor, settings: &'a CursorSettings) -> Call<'a> {
+        Call {
+            cursor,
+            application_id: 1,
+            dimension: DateDimension::Default,
+            since: 0,
+            binding: Binding::of(&["error_id"], Vec::new()),
+            settings,
+            now: at(0),
+        }
+    }
+    let step_one = step(call(&chain_cursor, &settings), listed.clone()).unwrap();
+    assert_eq!(step_one.deliver.len(), 300);
+    let position = open(&step_one.next, &keys).unwrap();
+    assert_eq!(position.dates.len(), 183);
+    assert_eq!(position.window_start, first + chrono::TimeDelta::days(300 - 183));
+    assert!(step_one.next.len() < 4_000, "{} characters", step_one.next.len());
+    let continuing = ChainCursor::Continue { position, text: step_one.next };
+    let step_two = step(call(&continuing, &settings), listed).unwrap();
+    assert!(step_two.deliver.is_empty());
+}
+
+#[test]
+fn a_folder_that_leaves_the_window_overnight_is_not_missed_by_the_check() {
+    let keys = CursorKeys::generated();
+    // The window of 10 days starts on the 18th today, on the 20th two days later.
+    let leaving = object(18, "leaving.parquet", at(-600), 10);
+    let staying = object(25, "staying.parquet", at(-600), 10);
+    let (_, cursor, _) = call("start", &keys, at(0), vec![leaving, staying.clone()]).unwrap();
+    assert_eq!(open(&cursor, &keys).unwrap().dates.len(), 2);
+    // Two days later the 18th is no longer listed: no conflict for what was not looked at.
+    let two_days = 2 * 86_400;
+    let late = object(26, "late.parquet", at(two_days - 100), 10);
+    let (delivered, cursor, _) = call(&cursor, &keys, at(two_days), vec![staying, late]).unwrap();
+    assert_eq!(delivered, ["late.parquet"]);
+    let position = open(&cursor, &keys).unwrap();
+    assert_eq!((position.window_start, position.dates.len()), (day(20), 2));
+}

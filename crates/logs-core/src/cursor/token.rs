@@ -23,8 +23,9 @@ const VERSION: u8 = 1;
 const MAC_LEN: usize = 16;
 const HEADER_LEN: usize = 1 + 4 + 8 + 1 + 8 + 4 + 4 + 8 + 2 + 4 + 2;
 const DATE_LEN: usize = 4 + 4 + 8;
-/// The most dates a cursor holds: a window of `u16::MAX` days is refused before.
-const MAX_DATES: usize = 4096;
+/// The most date folders a cursor holds (half a year): 16 bytes each, so that the longest
+/// cursor, about 4 000 characters, still fits in a URL with room to spare.
+pub(crate) const MAX_DATES: usize = 183;
 /// The longest cursor text accepted (a window of `MAX_DATES` dates and a little more).
 pub(super) const MAX_TEXT: usize = (HEADER_LEN + MAX_DATES * DATE_LEN + MAC_LEN) * 4 / 3 + 4;
 

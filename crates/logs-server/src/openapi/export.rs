@@ -106,7 +106,7 @@ pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
         query_parameter(
             "cursor",
             false,
-            ObjectBuilder::new().schema_type(Type::String).max_length(Some(32_768)),
+            ObjectBuilder::new().schema_type(Type::String).max_length(Some(4_096)),
             "A cursor chain, which hands over each record once, late arrivals included: `start` (with \
              `date_since`, without `date_until`) starts one; the `Logs-Cursor` header of each answer \
              continues it, with the same `application_id`, `date_dimension`, `fields` and filters. \
