@@ -25,9 +25,11 @@ pub const WRITER_ARGS: &str = "LOGS_TEST_DATASET_WRITER_ARGS";
 pub const OLD_KEY: &str = "old-cursor-key-0123456789abcdef0123456789abcdef";
 pub const NEW_KEY: &str = "new-cursor-key-fedcba9876543210fedcba9876543210";
 
-/// Today (UTC), as the server's listing window counts.
+/// Today (UTC) when the tests began: fixed for the whole run, so that a test running across
+/// midnight asks for the dates it wrote (the servers' windows are far wider than the datasets).
 pub fn today() -> NaiveDate {
-    chrono::Utc::now().date_naive()
+    static TODAY: std::sync::OnceLock<NaiveDate> = std::sync::OnceLock::new();
+    *TODAY.get_or_init(|| chrono::Utc::now().date_naive())
 }
 
 /// The first day of every dataset: twelve days ago.
