@@ -149,6 +149,14 @@ impl Writer {
     }
 }
 
+impl Drop for Writer {
+    /// A test that fails while its writer runs stops it.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A chain of calls of application [`APP`] from [`since`], its records and cursor so far.
 /// Each call goes to the server it is given, with that server's token.
 pub struct Chain {
