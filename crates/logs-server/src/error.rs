@@ -275,8 +275,8 @@ impl ApiError {
             ApiError::Engine(e @ Engine::Storage { .. }) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "storage_unavailable",
-                "part of the dataset cannot be read; retry later, or pass skip_unavailable_shards=true to \
-                 export what can be read",
+                "part of the dataset cannot be read; retry later, or (except in a cursor chain) pass \
+                 skip_unavailable_shards=true to export what can be read",
             )
             .detail(e.to_string()),
             ApiError::Engine(e @ Engine::CursorConflict { .. }) => {
