@@ -22,3 +22,11 @@ pub fn spawn_script(script: &str, args: &[String]) -> std::process::Child {
     let python = logs_testkit::python::python("readers", REQUIREMENTS);
     logs_testkit::python::spawn_script(&python, &clients_dir().join(script), args)
 }
+
+/// Starts `examples/<script>` of the repository with `args`, its output piped; the caller
+/// waits for it (or kills it).
+pub fn spawn_example(script: &str, args: &[String]) -> std::process::Child {
+    let python = logs_testkit::python::python("readers", REQUIREMENTS);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(script);
+    logs_testkit::python::spawn_script(&python, &path, args)
+}
