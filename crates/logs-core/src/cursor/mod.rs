@@ -306,14 +306,14 @@ fn check_unchanged(
         }
         let what = if found.objects < expected.objects {
             format!(
-                "{} of its objects that the chain delivered are gone (deleted or replaced, as compaction \
-                 or retention do)",
+                "objects the chain delivered are gone ({} deleted or replaced, as compaction or retention \
+                 do)",
                 expected.objects - found.objects
             )
         } else if found.objects > expected.objects {
             format!(
-                "{} objects appeared in it with a modification time the chain had already passed (written \
-                 in place, copied with their old times, or a clock behind)",
+                "objects appeared in it with a modification time the chain had already passed ({} written \
+                 in place, copied with their old times, or dated by a clock behind)",
                 found.objects - expected.objects
             )
         } else {

@@ -93,11 +93,17 @@ fn an_object_deleted_replaced_or_appearing_behind_the_horizon_is_a_conflict_nami
         }
         other => panic!("expected a conflict, got {other:?}"),
     };
-    assert!(conflict(vec![a.clone()]).contains("1 of its objects that the chain delivered are gone"));
+    assert!(
+        conflict(vec![a.clone()]).contains("objects the chain delivered are gone (1 deleted or replaced")
+    );
     let replaced = object(20, "b.parquet", at(-500), 11);
     assert!(conflict(vec![a.clone(), replaced]).contains("was replaced"));
     let behind = object(20, "c.parquet", at(-400), 10);
-    assert!(conflict(vec![a.clone(), b.clone(), behind]).contains("1 objects appeared"));
+    assert!(
+        conflict(vec![a.clone(), b.clone(), behind]).contains(
+            "objects appeared in it with a modification time the chain had already passed (1 written"
+        )
+    );
     // Rewritten with a new time, it is gone from behind the horizon.
     let rewritten = object(20, "b.parquet", at(50), 10);
     assert!(conflict(vec![a.clone(), rewritten]).contains("are gone"));

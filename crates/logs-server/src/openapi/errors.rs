@@ -251,8 +251,8 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             ApiError::Engine(Engine::CursorConflict {
                 date: chrono::NaiveDate::from_ymd_opt(2026, 11, 3).expect("a valid date"),
                 restart: chrono::NaiveDate::from_ymd_opt(2026, 11, 3).expect("a valid date"),
-                what: "1 of its objects that the chain delivered are gone (deleted or replaced, as \
-                       compaction or retention do)"
+                what: "objects the chain delivered are gone (1 deleted or replaced, as compaction or \
+                       retention do)"
                     .into(),
             }),
             "A cursor chain cannot go on exactly once: an object it delivered was deleted or replaced, or \
