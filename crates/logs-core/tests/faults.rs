@@ -218,10 +218,12 @@ async fn a_footer_whose_embedded_arrow_schema_is_corrupt_is_an_unreadable_file()
 
 #[tokio::test]
 async fn a_file_deleted_after_its_footer_was_read_fails_the_export_naming_it() {
-    let dir = generate(2000, 2);
+    let dir = generate(20_000, 2);
     let root = data_root(&dir);
     let victim = root.join(DAY2_FOLDER).join("part-00000.parquet");
     let original = std::fs::read(&victim).unwrap();
+    // Larger than a small file, which is read whole with its footer (and then read already).
+    assert!(original.len() > 256 * 1024, "{} bytes", original.len());
     let engine = engine(&root);
     let query = format!("{DAY2}&fields=error_id,error");
     // Skipping or not: the file was found readable and selected, so its loss is damage found

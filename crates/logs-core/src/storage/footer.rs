@@ -19,19 +19,26 @@ use crate::storage::object::{ObjectFile, Prefetched};
 use crate::storage::pages::offset_index;
 
 /// The footer of `file`, without its page index. The end of the file is fetched first
-/// (`Reads::footer_tail`), in one request, and `file` holds it: reading the page index and bloom filters from it later makes
-/// no request.
+/// (`Reads::footer_tail`, or all of a small file: `Reads::small_file`), in one request, and
+/// `file` holds it: reading the page index and bloom filters from it later makes no request.
 pub(crate) async fn read(file: &mut ObjectFile) -> Result<ParquetMetaData> {
-    file.prefetch_tail(file.reads().footer_tail).await?;
+    let (footer_tail, small_file) = (file.reads().footer_tail, file.reads().small_file);
+    let tail = if file.size() <= small_file { file.size().max(footer_tail) } else { footer_tail };
+    file.prefetch_tail(tail).await?;
     ParquetMetaDataReader::new().load_and_finish(&*file, file.size()).await.map_err(|e| unreadable(file, e))
 }
 
 /// What the scan should keep of the bytes `file` holds since [`read`]: over a store, all of
 /// them (the page index, bloom filters and last pages, or the whole of a small object), each
-/// of which the scan would otherwise fetch in a request of its own; nothing of a local file,
-/// whose reads cost little.
+/// of which the scan would otherwise fetch in a request of its own; of a local file, only a
+/// small file held whole (the tail of a larger one would be read again at little cost).
 pub(crate) fn kept_for_scan(file: &ObjectFile) -> Prefetched {
-    if file.reads().round_trips { file.prefetched().clone() } else { Prefetched::default() }
+    let reads = file.reads();
+    if reads.round_trips || file.size() <= reads.small_file {
+        file.prefetched().clone()
+    } else {
+        Prefetched::default()
+    }
 }
 
 /// `footer` with the page index of `file`. For a file written without one, when the scan will
@@ -139,5 +146,40 @@ mod tests {
         assert!(cached(cache.as_ref(), &other_version).is_none());
         let grown = ObjectMeta { size: meta.size + 1, ..meta };
         assert!(cached(cache.as_ref(), &grown).is_none());
+    }
+
+    /// A local file of up to `Reads::small_file` is read whole with its footer and kept for
+    /// the scan, which then reads nothing; of a larger one the scan keeps nothing.
+    #[tokio::test]
+    async fn a_small_local_file_is_read_once_and_a_large_ones_tail_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, rows: i64| {
+            let values: ArrayRef =
+                Arc::new(Int64Array::from_iter_values((0..rows).map(|n| n * 7919 % 1_000_003)));
+            let batch = RecordBatch::try_from_iter([("n", values)]).unwrap();
+            let path = dir.path().join(name);
+            let mut writer =
+                ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+            path
+        };
+        let small = write("small.parquet", 20_000);
+        let (mut file, counts) = crate::storage::object::testing::local_file(&small);
+        let size = file.size();
+        assert!(size > file.reads().footer_tail && size <= file.reads().small_file, "{size} bytes");
+        read(&mut file).await.unwrap();
+        assert_eq!(counts.snapshot().gets, 1);
+        let kept = kept_for_scan(&file);
+        assert_eq!(kept.len(), size);
+        let scan = file.with_prefetched(kept);
+        scan.get_ranges(&[0..size / 2, size / 2..size]).await.unwrap();
+        assert_eq!(counts.snapshot().gets, 1, "the scan read the small file again");
+
+        let large = write("large.parquet", 200_000);
+        let (mut file, _) = crate::storage::object::testing::local_file(&large);
+        assert!(file.size() > file.reads().small_file);
+        read(&mut file).await.unwrap();
+        assert_eq!(kept_for_scan(&file).len(), 0);
     }
 }

@@ -40,14 +40,23 @@ pub(crate) struct Reads {
     pub(crate) footer_tail: u64,
     /// Bytes read at a time while walking a column chunk's page headers.
     pub(crate) header_window: u64,
+    /// A file at most this long is read whole with its footer, and the scan reads it from
+    /// memory: one read instead of two or more.
+    pub(crate) small_file: u64,
 }
 
 /// A local read costs a system call, not a round trip: only ranges 16 KiB apart are read as
 /// one; 64 KiB of a file's end at first (the
 /// footers of the dataset's files fit); 4 KiB of page headers at a time (the pages of other
-/// writers are often 1 MiB apart, and a larger window would copy what the headers do not need).
-pub(crate) const LOCAL_READS: Reads =
-    Reads { round_trips: false, coalesce_gap: 16 * 1024, footer_tail: 64 * 1024, header_window: 4 * 1024 };
+/// writers are often 1 MiB apart, and a larger window would copy what the headers do not need);
+/// a file of up to 256 KiB (a streaming writer's, a late arrival's) whole.
+pub(crate) const LOCAL_READS: Reads = Reads {
+    round_trips: false,
+    coalesce_gap: 16 * 1024,
+    footer_tail: 64 * 1024,
+    header_window: 4 * 1024,
+    small_file: 256 * 1024,
+};
 
 /// Over an object store: ranges at most 2 MiB apart are fetched in one GET (reading through a
 /// gap is worth it while it takes less than another request's first byte: latency ×
@@ -60,6 +69,7 @@ pub(crate) const STORE_READS: Reads = Reads {
     coalesce_gap: 2 * 1024 * 1024,
     footer_tail: 512 * 1024,
     header_window: 64 * 1024,
+    small_file: 512 * 1024,
 };
 
 /// Where the objects of a dataset are read from.
