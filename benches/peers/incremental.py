@@ -11,7 +11,8 @@ On the peer comparison's dataset (`peers-N`, 30 date folders), for a folder and 
   7 days with the same fields (`date_since`/`date_until`, no cursor).
 Both write their CSV to a file, as every peer benchmark does. Bytes and requests come from
 `--explain` (run once per round before the timed runs; it never moves the chain on); over the
-bucket the proxy's counters of the timed runs are printed too. Medians over the rounds.
+bucket the proxy's counters of the timed runs are printed too. Medians over the rounds of each
+size of new file (`--late-rows`, a list).
 
 The folder is a hard-linked copy (`cp -al`) of the dataset, so the dataset itself is never
 changed and no disk is used; the bucket is moto behind `delay-proxy`, as in `--store s3`.
