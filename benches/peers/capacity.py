@@ -25,6 +25,7 @@ import time
 import urllib.parse
 
 import peers
+from bucket import BUCKET, Bucket, free_port
 
 TOKEN = "capacity-bench-token-5d0c7e"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -75,10 +76,10 @@ class Server:
         tokens = os.path.join(folder, "tokens.toml")
         with open(tokens, "w") as f:
             f.write(f'[[tokens]]\nname = "capacity"\ntoken = "{TOKEN}"\nscopes = ["service:read"]\n')
-        self.port, self.admin = peers.free_port(), peers.free_port()
+        self.port, self.admin = free_port(), free_port()
         self.log = open(os.path.join(folder, "serve.log"), "w")
         self.process = subprocess.Popen(
-            [logs, "serve", "--data", dataset_url, "--spool", f"s3://{peers.BUCKET}/capacity-spool",
+            [logs, "serve", "--data", dataset_url, "--spool", f"s3://{BUCKET}/capacity-spool",
              "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin}",
              "--tokens", tokens, "--prepared-retry-after", "1s", "--max-exports-per-token", "8",
              "--log", "warn"],
@@ -200,7 +201,7 @@ def main():
     point = (f"/logs/v1/export/errors.csv?application_id={peers.APP}&{days(30)}"
              f"&fields={','.join(peers.ALL)}&error_id={urllib.parse.quote(str(point_id))}&os_name=android")
 
-    bucket = peers.Bucket(args.delay_proxy, args.latency_ms, [dataset])
+    bucket = Bucket(args.delay_proxy, args.latency_ms, [dataset])
     folder = tempfile.mkdtemp(prefix="capacity-")
     server = Server(args.logs, bucket, bucket.url(dataset), folder)
     results = {"rows": args.rows, "latency_ms": args.latency_ms, "cores": os.cpu_count(), "exports": {}}
