@@ -14,7 +14,8 @@
 //! rebuilt from their page headers, `pages/offset_index.rs`) and cached (`footer.rs`): the scan
 //! then reads no footer a second time, and later exports of the same files none at all. Over
 //! a store, the bytes a footer was read with (the object's last 512 KiB) go to the scan too,
-//! up to [`KEPT_FOR_SCAN`] per export.
+//! and so does a small local file, read whole with its footer (`footer::kept_for_scan`), up to
+//! [`KEPT_FOR_SCAN`] per export.
 
 use std::collections::HashMap;
 use std::ops::Range;
