@@ -261,6 +261,12 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let stop = stop_signal();
     reload_on_sighup(service.tokens_file())?;
     let address = service.address();
+    if args.cursor.cursor_key_file.is_none() {
+        tracing::info!(
+            "no --cursor-key-file: cursor chains are signed with a key made at start, so they end with \
+             a restart and cannot move between replicas"
+        );
+    }
     println!("logs serve: serving {} on http://{address}", service.state().engine().location());
     if let Some(admin) = service.admin_address() {
         println!("metrics: http://{admin}/metrics");
