@@ -38,10 +38,7 @@ use support::*;
 #[test]
 #[ignore = "runs only as the writer process of the chain tests"]
 fn dataset_writer_child() {
-    let Ok(args) = std::env::var(WRITER_ARGS) else { return };
-    let args = std::iter::once("dataset-writer").chain(args.lines());
-    let options = <logs_testkit::writer::WriterOptions as clap::Parser>::parse_from(args);
-    logs_testkit::writer::run(&options, &mut std::io::stdout().lock()).unwrap();
+    run_writer_child();
 }
 
 /// A pause of 0 to 90 ms between calls, varied by the call's number.
@@ -51,12 +48,8 @@ fn pause(call: usize) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_over_a_folder_delivers_every_record_once_while_a_writer_adds_files() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 1500, first_day(), 1, &[]);
+    let ChainFolder { dir: _folder, root, keys } = ChainFolder::new(1500, 1);
     let staging = staging();
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
     let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
     let mut chain = Chain::new();
 
@@ -167,11 +160,7 @@ async fn a_chain_over_a_bucket_alternating_two_replicas_delivers_every_record_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_forged_and_foreign_cursors_are_refused_naming_the_parameter() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 600, first_day(), 2, &[]);
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
+    let ChainFolder { dir: folder, root, keys } = ChainFolder::new(600, 2);
     let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
     let chain = Chain::new();
     let (_, cursor) = chain.call_with(&served, "start").await;
@@ -282,11 +271,7 @@ async fn keys_rotate_without_breaking_a_chain() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivered_object_deleted_or_replaced_is_a_conflict_naming_its_date() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 900, first_day(), 4, &[]);
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
+    let ChainFolder { dir: _folder, root, keys } = ChainFolder::new(900, 4);
     let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let chain = Chain::new();
@@ -329,12 +314,8 @@ async fn a_delivered_object_deleted_or_replaced_is_a_conflict_naming_its_date() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_export_cut_mid_body_and_retried_with_the_old_cursor_keeps_the_chain_exact() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 3000, first_day(), 5, &[]);
+    let ChainFolder { dir: _folder, root, keys } = ChainFolder::new(3000, 5);
     let staging = staging();
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
     let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
     let add_files = |seed| Writer::spawn(staging.path(), &root.display().to_string(), 2, seed, &[]).finish();
     let settled = || tokio::time::sleep(Duration::from_secs(2));
@@ -381,12 +362,8 @@ async fn an_export_cut_mid_body_and_retried_with_the_old_cursor_keeps_the_chain_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_written_in_place_across_calls_is_delivered_once_complete_and_settled() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 600, first_day(), 6, &[]);
+    let ChainFolder { dir: _folder, root, keys } = ChainFolder::new(600, 6);
     let staging = staging();
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
     let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut chain = Chain::new();
@@ -429,12 +406,8 @@ async fn an_object_written_in_place_across_calls_is_delivered_once_complete_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_of_prepared_exports_stays_exact_while_files_are_added() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 900, first_day(), 7, &[]);
+    let ChainFolder { dir: folder, root, keys } = ChainFolder::new(900, 7);
     let staging = staging();
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
     let spool = folder.path().join("spool");
     let (keys_flag, spool_flag) = (keys.display().to_string(), spool.display().to_string());
     let flags = ["--cursor-key-file", &keys_flag, "--cursor-settle", "1s", "--spool", &spool_flag];

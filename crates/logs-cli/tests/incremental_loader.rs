@@ -32,10 +32,7 @@ use support::*;
 #[test]
 #[ignore = "runs only as the writer process of the loader test"]
 fn dataset_writer_child() {
-    let Ok(args) = std::env::var(WRITER_ARGS) else { return };
-    let args = std::iter::once("dataset-writer").chain(args.lines());
-    let options = <logs_testkit::writer::WriterOptions as clap::Parser>::parse_from(args);
-    logs_testkit::writer::run(&options, &mut std::io::stdout().lock()).unwrap();
+    run_writer_child();
 }
 
 /// The loader's line when it starts reading a body, and the start of its line after a commit.
@@ -153,13 +150,9 @@ fn the_loader_killed_at_random_points_ends_with_exactly_duckdbs_records() {
     println!("seed {seed} (LOGS_TEST_SEED={seed} repeats the kill delays)");
     let mut random = rand::rngs::StdRng::seed_from_u64(seed);
 
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
     // About 90,000 records of the application from `since()` on: the first body.
-    generate(root.as_os_str(), 150_000, first_day(), 1, &[]);
+    let ChainFolder { dir: folder, root, keys } = ChainFolder::new(150_000, 1);
     let staging = staging();
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
     let served = serve_chain(root.as_os_str(), &keys, "1s", &[]);
     let db = folder.path().join("errors.sqlite");
     let token = served.token.clone();
@@ -242,12 +235,8 @@ fn the_loader_killed_at_random_points_ends_with_exactly_duckdbs_records() {
 /// runs between a writer's rounds hold exactly DuckDB's records.
 #[test]
 fn the_loader_waits_for_prepared_exports_and_stays_exact() {
-    let folder = tempfile::tempdir().unwrap();
-    let root = folder.path().join("data");
-    generate(root.as_os_str(), 900, first_day(), 7, &[]);
+    let ChainFolder { dir: folder, root, keys } = ChainFolder::new(900, 7);
     let staging = staging();
-    let keys = folder.path().join("keys");
-    write_keys(&keys, &[OLD_KEY]);
     let (spool, log) = (folder.path().join("spool"), folder.path().join("serve.log"));
     let (keys_flag, spool_flag) = (keys.display().to_string(), spool.display().to_string());
     let flags = ["--cursor-key-file", &keys_flag, "--cursor-settle", "1s", "--spool", &spool_flag];

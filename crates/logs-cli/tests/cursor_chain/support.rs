@@ -75,6 +75,34 @@ pub fn staging() -> tempfile::TempDir {
     staging
 }
 
+/// A temporary folder with a generated dataset of `rows` records in `data/` (seed `seed`, from
+/// [`first_day`]) and a key file `keys` holding [`OLD_KEY`].
+pub struct ChainFolder {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub keys: PathBuf,
+}
+
+impl ChainFolder {
+    pub fn new(rows: u64, seed: u64) -> ChainFolder {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        generate(root.as_os_str(), rows, first_day(), seed, &[]);
+        let keys = dir.path().join("keys");
+        write_keys(&keys, &[OLD_KEY]);
+        ChainFolder { dir, root, keys }
+    }
+}
+
+/// The body of each chain test binary's `dataset_writer_child`: the writer, with the arguments
+/// [`Writer::spawn`] put in [`WRITER_ARGS`] (nothing without them).
+pub fn run_writer_child() {
+    let Ok(args) = std::env::var(WRITER_ARGS) else { return };
+    let args = std::iter::once("dataset-writer").chain(args.lines());
+    let options = <logs_testkit::writer::WriterOptions as clap::Parser>::parse_from(args);
+    logs_testkit::writer::run(&options, &mut std::io::stdout().lock()).unwrap();
+}
+
 /// A key file holding `keys`, one per line, the first signing.
 pub fn write_keys(path: &Path, keys: &[&str]) {
     std::fs::write(path, format!("# cursor keys\n{}\n", keys.join("\n"))).unwrap();

@@ -22,8 +22,9 @@ use crate::storage::pages::offset_index;
 /// (`Reads::footer_tail`, or all of a small file: `Reads::small_file`), in one request, and
 /// `file` holds it: reading the page index and bloom filters from it later makes no request.
 pub(crate) async fn read(file: &mut ObjectFile) -> Result<ParquetMetaData> {
-    let (footer_tail, small_file) = (file.reads().footer_tail, file.reads().small_file);
-    let tail = if file.size() <= small_file { file.size().max(footer_tail) } else { footer_tail };
+    let reads = *file.reads();
+    // `prefetch_tail` reads all of a file shorter than it is asked to.
+    let tail = if file.size() <= reads.small_file { reads.small_file } else { reads.footer_tail };
     file.prefetch_tail(tail).await?;
     ParquetMetaDataReader::new().load_and_finish(&*file, file.size()).await.map_err(|e| unreadable(file, e))
 }
