@@ -168,7 +168,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         target_partitions: args.target_partitions,
         // One export per process: footers need not outlive it, and a large export's would
         // otherwise fill DataFusion's default 50 MiB.
-        metadata_cache_limit: 8 << 20,
+        metadata_cache_limit: 32 << 20,
         batch_size: args.batch_size,
         aliases: args.names.aliases()?,
         s3: args.s3.options(),

@@ -458,6 +458,36 @@ async fn the_offset_index_is_rebuilt_only_for_exports_that_pick_rows_within_file
     );
 }
 
+/// Footers of files without a page index are cached too: one engine's later exports read
+/// none of them again, and an export that picks rows after one that did not gets the offset
+/// index rebuilt once, then cached.
+#[tokio::test]
+async fn footers_without_a_page_index_are_cached_and_completed_when_an_export_needs_it() {
+    let dir = generate(3000, 2);
+    let root = data_root(&dir);
+    for path in parquet_files(&root) {
+        with_dictionary_fallback(&path);
+    }
+    let records = read_all(&root);
+    let whole =
+        "application_id=1001&date_since=2026-10-01&date_until=2026-10-02+23:59:59&fields=error_id,error,city";
+    let filtered = format!("{whole}&os_name=ios");
+    let engine = engine(&root);
+    let mut reads = Vec::new();
+    for query in [whole, &filtered, whole, &filtered] {
+        let request = request(query);
+        let (rows, export) = export_rows(&engine, &request).await;
+        assert!(!rows.is_empty(), "{query}");
+        assert_matches_oracle(query, &request, rows, records.answer(&request));
+        reads.push(export.requests().gets);
+    }
+    // The first export reads each (small) file whole with its footer; the third, its
+    // footers cached, only the pages of the files' row groups, which some files' lack.
+    assert!(reads[2] < reads[0], "the footers are read once: {reads:?}");
+    assert!(reads[1] > 10 * reads[0], "the filtered export rebuilds the offset index: {reads:?}");
+    assert!(reads[3] * 10 < reads[1], "and only once: {reads:?}");
+}
+
 #[tokio::test]
 async fn aliases_and_absent_fields_are_named_and_typed_as_declared() {
     let engine = engine(&testdata());

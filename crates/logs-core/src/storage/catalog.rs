@@ -24,7 +24,7 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::parquet::file::metadata::RowGroupMetaData;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore};
 
@@ -40,6 +40,9 @@ use crate::storage::object::{self, Backend, ObjectFile, Prefetched, RequestCount
 const LAST_DATE: NaiveDate = NaiveDate::from_ymd_opt(9999, 12, 31).expect("a valid date");
 /// How many footers are read at once.
 const FOOTER_READS_IN_FLIGHT: usize = 16;
+/// Local footers checked by one task of the blocking pool, and such tasks at once.
+const LOCAL_FOOTER_BATCH: usize = 8;
+const LOCAL_BATCHES_IN_FLIGHT: usize = 4;
 /// How many date folders are listed at once.
 const LISTINGS_IN_FLIGHT: usize = 8;
 /// Bytes read with the footers that one export keeps for its scan, at most: beyond, the scan
@@ -286,21 +289,19 @@ impl Catalog {
             candidate_files: candidates.objects.len(),
             ..FileSelection::default()
         };
-        let checks: Vec<_> = candidates
+        let files: Vec<_> = candidates
             .objects
             .into_iter()
-            .map(|(_, object)| {
-                let file = ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts));
-                self.check_footer_off_the_worker(file, *scope)
-            })
+            .map(|(_, object)| ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts)))
             .collect();
-        let mut checks = futures::stream::iter(checks).buffered(FOOTER_READS_IN_FLIGHT);
+        let mut checks = self.check_footers(files, *scope);
         // Applied as the footers come in, so that what is held stays within it.
-        let mut budget = ScanBudget { left: KEPT_FOR_SCAN };
+        let mut budget = ScanBudget::new(KEPT_FOR_SCAN);
         while let Some(check) = checks.next().await {
             match check? {
                 FooterCheck::Keep(mut file) => {
-                    file.prefetched = budget.keep(std::mem::take(&mut file.prefetched));
+                    let whole = file.prefetched.len() == file.object.size;
+                    file.prefetched = budget.keep(std::mem::take(&mut file.prefetched), whole);
                     selection.files.push(file)
                 }
                 FooterCheck::Pruned => selection.files_pruned_by_statistics += 1,
@@ -347,19 +348,45 @@ impl Catalog {
             .collect()
     }
 
-    /// [`Catalog::check_footer`], for a local file on the blocking pool: its reads are
-    /// synchronous, and several footers are read at once.
-    async fn check_footer_off_the_worker(&self, file: ObjectFile, scope: Scope) -> Result<FooterCheck> {
-        match self.backend() {
-            Backend::Local { .. } => {
-                let catalog = self.clone();
-                let runtime = tokio::runtime::Handle::current();
-                tokio::task::spawn_blocking(move || runtime.block_on(catalog.check_footer(file, scope)))
-                    .await
-                    .map_err(|e| Error::Internal(datafusion::error::DataFusionError::External(Box::new(e))))
-            }
-            Backend::Store { .. } => Ok(self.check_footer(file, scope).await),
+    /// [`Catalog::check_footer`] of each of `files`, in their order: over a store,
+    /// [`FOOTER_READS_IN_FLIGHT`] requests at once; from a local folder, whose reads are
+    /// synchronous, on the blocking pool, a batch of [`LOCAL_FOOTER_BATCH`] files per task and
+    /// [`LOCAL_BATCHES_IN_FLIGHT`] tasks at once. A task per file would make the pool start a
+    /// thread for most of a few thousand small files, each keeping its stack and allocator
+    /// cache: tens of MiB.
+    fn check_footers(
+        &self,
+        files: Vec<ObjectFile>,
+        scope: Scope,
+    ) -> futures::stream::BoxStream<'_, Result<FooterCheck>> {
+        if let Backend::Store { .. } = self.backend() {
+            let checks =
+                files.into_iter().map(move |file| async move { Ok(self.check_footer(file, scope).await) });
+            return futures::stream::iter(checks).buffered(FOOTER_READS_IN_FLIGHT).boxed();
         }
+        let mut batches = Vec::new();
+        let mut files = files.into_iter().peekable();
+        while files.peek().is_some() {
+            batches.push(files.by_ref().take(LOCAL_FOOTER_BATCH).collect::<Vec<_>>());
+        }
+        let batches = batches.into_iter().map(move |batch| {
+            let catalog = self.clone();
+            let runtime = tokio::runtime::Handle::current();
+            async move {
+                let checks = tokio::task::spawn_blocking(move || {
+                    batch
+                        .into_iter()
+                        .map(|file| runtime.block_on(catalog.check_footer(file, scope)))
+                        .collect()
+                })
+                .await;
+                let checks: Vec<FooterCheck> = checks.map_err(|e| {
+                    Error::Internal(datafusion::error::DataFusionError::External(Box::new(e)))
+                })?;
+                Ok::<_, Error>(futures::stream::iter(checks.into_iter().map(Ok::<_, Error>)))
+            }
+        });
+        futures::stream::iter(batches).buffered(LOCAL_BATCHES_IN_FLIGHT).try_flatten().boxed()
     }
 
     async fn check_footer(&self, mut file: ObjectFile, scope: Scope) -> FooterCheck {
@@ -379,13 +406,15 @@ impl Catalog {
                 return Ok(None);
             }
             let mut prefetched = Prefetched::default();
+            // Pages are skipped only where rows are picked within the file.
+            let selects_rows = scope.selects_rows || overlap != RangeOverlap::All;
+            let selects_rows = selects_rows && scope.rebuild_offset_index;
             if cached.is_none() {
-                // Pages are skipped only where rows are picked within the file.
-                let selects_rows = scope.selects_rows || overlap != RangeOverlap::All;
-                let selects_rows = selects_rows && scope.rebuild_offset_index;
                 let completed = footer::complete(&file, &footer, selects_rows).await?;
                 prefetched = footer::kept_for_scan(&file);
                 footer::remember(cache, file.meta(), completed);
+            } else if footer::lacks_offset_index(&footer, selects_rows) {
+                footer::remember(cache, file.meta(), footer::complete(&file, &footer, true).await?);
             }
             let row_groups = footer.num_row_groups();
             let all_in_range = overlap == RangeOverlap::All;
@@ -425,14 +454,27 @@ fn row_group_span(row_group: &RowGroupMetaData) -> Option<Range<u64>> {
 }
 
 /// What one export's scan may keep, in all, of the bytes read with its footers.
+///
+/// A small file read whole saves the scan a request for a few KiB; the end of a large one, a
+/// request for 512 KiB at most, and perhaps none. Over a store, where each saved request is a
+/// round trip, the ends of large files may take only half of the budget, so that a date
+/// folder's large files, listed first, do not leave nothing for its hundred late arrivals.
 struct ScanBudget {
     left: u64,
+    /// What the ends of large files may not take.
+    reserved: u64,
 }
 
 impl ScanBudget {
-    /// `prefetched` if it fits in what is left (which it then uses up), or else nothing.
-    fn keep(&mut self, prefetched: Prefetched) -> Prefetched {
-        match self.left.checked_sub(prefetched.len()) {
+    fn new(bytes: u64) -> ScanBudget {
+        ScanBudget { left: bytes, reserved: bytes / 2 }
+    }
+
+    /// `prefetched` (`whole`: all of its file) if it fits in what is left (which it then uses
+    /// up), or else nothing.
+    fn keep(&mut self, prefetched: Prefetched, whole: bool) -> Prefetched {
+        let floor = if whole { 0 } else { self.reserved };
+        match self.left.checked_sub(prefetched.len()).filter(|&left| left >= floor) {
             Some(left) => {
                 self.left = left;
                 prefetched
@@ -532,15 +574,24 @@ mod tests {
 
     #[test]
     fn the_bytes_kept_for_the_scan_stay_within_the_budget() {
-        let kept = |sizes: &[usize]| -> Vec<u64> {
-            let mut budget = ScanBudget { left: 1000 };
+        // (bytes, whole file)
+        let kept = |sizes: &[(usize, bool)]| -> Vec<u64> {
+            let mut budget = ScanBudget::new(1000);
             sizes
                 .iter()
-                .map(|&n| budget.keep(Prefetched::new(0, bytes::Bytes::from(vec![0u8; n]))).len())
+                .map(|&(n, whole)| {
+                    budget.keep(Prefetched::new(0, bytes::Bytes::from(vec![0u8; n])), whole).len()
+                })
                 .collect()
         };
-        assert_eq!(kept(&[400, 500, 100, 50]), [400, 500, 100, 0]);
-        assert_eq!(kept(&[400, 700, 100]), [400, 0, 100]);
+        let whole = |sizes: &[usize]| sizes.iter().map(|&n| (n, true)).collect::<Vec<_>>();
+        assert_eq!(kept(&whole(&[400, 500, 100, 50])), [400, 500, 100, 0]);
+        assert_eq!(kept(&whole(&[400, 700, 100])), [400, 0, 100]);
+        // The ends of large files take half of the budget at most; whole files the rest.
+        assert_eq!(
+            kept(&[(300, false), (300, false), (200, false), (300, true), (250, true)]),
+            [300, 0, 200, 300, 0]
+        );
     }
 
     #[test]

@@ -97,14 +97,19 @@ pub(crate) fn cached(cache: &FileMetadataCache, meta: &ObjectMeta) -> Option<Arc
     Some(Arc::clone(footer.parquet_metadata()))
 }
 
-/// Caches the completed footer of the object `meta` describes. Only footers with a page
-/// index: for one without, the Parquet reader would try to load the missing index again on
-/// every use, so the scan reads those itself.
+/// Caches the completed footer ([`complete`]) of the object `meta` describes: with its page
+/// index, or without one where the file has none (the scan then loads none: DataFusion loads a
+/// page index only where the footer locates one).
 pub(crate) fn remember(cache: &FileMetadataCache, meta: &ObjectMeta, footer: ParquetMetaData) {
-    if footer.column_index().is_some() && footer.offset_index().is_some() {
-        let entry = CachedParquetMetaData::new(Arc::new(footer));
-        cache.put(&meta.location, CachedFileMetadataEntry::new(meta.clone(), Arc::new(entry)));
-    }
+    let entry = CachedParquetMetaData::new(Arc::new(footer));
+    cache.put(&meta.location, CachedFileMetadataEntry::new(meta.clone(), Arc::new(entry)));
+}
+
+/// Whether the scan of an export that picks rows within a file (`selects_rows`) needs more
+/// than `footer`, cached by an export that did not: an offset index rebuilt from the page
+/// headers of a file written without a page index.
+pub(crate) fn lacks_offset_index(footer: &ParquetMetaData, selects_rows: bool) -> bool {
+    selects_rows && footer.offset_index().is_none()
 }
 
 #[cfg(test)]

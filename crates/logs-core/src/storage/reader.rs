@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::ParquetFileMetrics;
 use datafusion::datasource::physical_plan::parquet::ParquetFileReaderFactory;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
@@ -28,7 +27,7 @@ use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
 use datafusion::parquet::errors::{ParquetError, Result as ParquetResult};
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::path::Path as ObjectPath;
@@ -85,6 +84,31 @@ pub(crate) struct ScanReaders {
     pages: PagePlan,
     /// The bytes the export's readers may hold fetched at once (`budget.rs`).
     budget: Arc<FetchBudget>,
+    /// The metrics of the scan's readers, by partition (see [`ReaderMetrics`]).
+    metrics: Arc<Mutex<HashMap<usize, ReaderMetrics>>>,
+}
+
+/// What the readers of one scan partition count, registered once for the partition rather
+/// than for each file it reads: a scan of thousands of small files would otherwise register
+/// thousands of sets of metrics, each naming its file, and hold them to the end.
+#[derive(Debug, Clone)]
+struct ReaderMetrics {
+    bytes_scanned: Count,
+    pages: PageCounts,
+}
+
+impl ReaderMetrics {
+    fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> ReaderMetrics {
+        let counter = |name: &'static str| MetricBuilder::new(metrics).counter(name, partition);
+        ReaderMetrics {
+            bytes_scanned: counter("bytes_scanned"),
+            pages: PageCounts {
+                dictionaries_skipped: counter("dictionary_pages_not_read"),
+                pages_read_ahead: counter("pages_read_ahead"),
+                pages_decompressed_partially: counter("pages_decompressed_partially"),
+            },
+        }
+    }
 }
 
 impl ScanReaders {
@@ -100,13 +124,15 @@ impl ScanReaders {
         let files = Arc::new(files.iter().map(|f| (f.object.location.clone(), f.clone())).collect());
         let budget = FetchBudget::new(settings.fetched_limit);
         let pages = PagePlan { machinery: settings.machinery, columns: None, filters: None };
-        ScanReaders { backend, files, metadata_cache, counts, progress, pages, budget }
+        let metrics = Arc::default();
+        ScanReaders { backend, files, metadata_cache, counts, progress, pages, budget, metrics }
     }
 
-    /// These readers, for a scan that reads the columns named in `columns`.
+    /// These readers, for a scan that reads the columns named in `columns` (and registers
+    /// metrics of its own).
     pub(crate) fn reading(&self, columns: HashSet<String>) -> ScanReaders {
         let pages = PagePlan { columns: Some(Arc::new(columns)), ..self.pages.clone() };
-        ScanReaders { pages, ..self.clone() }
+        ScanReaders { pages, metrics: Arc::default(), ..self.clone() }
     }
 
     /// These readers, for a scan that keeps only rows where each column of `filters` equals
@@ -136,19 +162,15 @@ impl ParquetFileReaderFactory for ScanReaders {
             Arc::clone(&self.counts),
         )
         .with_prefetched(selected.prefetched.clone());
-        let counter = |name: &'static str| {
-            MetricBuilder::new(metrics)
-                .with_new_label("filename", file.path().to_string())
-                .counter(name, partition_index)
+        let partition = {
+            let mut by_partition = self.metrics.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let partition = by_partition.entry(partition_index);
+            partition.or_insert_with(|| ReaderMetrics::new(metrics, partition_index)).clone()
         };
-        let counts = PageCounts {
-            dictionaries_skipped: counter("dictionary_pages_not_read"),
-            pages_read_ahead: counter("pages_read_ahead"),
-            pages_decompressed_partially: counter("pages_decompressed_partially"),
-        };
+        let counts = partition.pages.clone();
         let pages = PageReads::new(&object, &self.pages, counts);
         let budget = self.budget.share(metrics);
-        let metrics = ParquetFileMetrics::new(partition_index, file.path().as_ref(), metrics);
+        let metrics = partition;
         Ok(Box::new(ScanReader {
             object,
             budget,
@@ -171,7 +193,7 @@ pub(crate) struct ScanReader {
     budget: BudgetShare,
     /// The bytes of each row group's column chunks (`SelectedFile::row_group_spans`).
     row_groups: Arc<[Range<u64>]>,
-    metrics: ParquetFileMetrics,
+    metrics: ReaderMetrics,
     /// The footer the scan got from [`AsyncFileReader::get_metadata`].
     footer: Option<Arc<ParquetMetaData>>,
     /// The page machinery, unless the engine's config turns it off.
@@ -272,9 +294,6 @@ impl Drop for ScanReader {
                 self.object.bytes_read(),
             );
         }
-        let ratio = &self.metrics.scan_efficiency_ratio;
-        ratio.add_part(self.metrics.bytes_scanned.value());
-        ratio.set_total(self.object.size() as usize);
     }
 }
 

@@ -74,8 +74,7 @@ impl TableProvider for SelectedFiles {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let files = self.files.iter().map(|f| PartitionedFile::new_from_meta(f.object.clone())).collect();
-        let groups = FileGroup::new(files).split_files(state.config().target_partitions().max(1));
+        let groups = groups_by_bytes(&self.files, state.config().target_partitions().max(1));
         let columns = match projection {
             Some(indices) => indices.iter().map(|&i| self.schema.field(i).name().clone()).collect(),
             None => self.schema.fields().iter().map(|field| field.name().clone()).collect(),
@@ -91,6 +90,32 @@ impl TableProvider for SelectedFiles {
             .build();
         Ok(DataSourceExec::from_data_source(config))
     }
+}
+
+/// `files` in at most `n` scan partitions of about the same bytes each: a run of files in
+/// path order each (a date folder's files stay together), so that many small files make a
+/// few partitions of many files rather than a task each, and a partition of large files no
+/// more work than one of small ones.
+fn groups_by_bytes(files: &[SelectedFile], n: usize) -> Vec<FileGroup> {
+    let mut files: Vec<&SelectedFile> = files.iter().collect();
+    files.sort_by(|a, b| a.object.location.cmp(&b.object.location));
+    let total: u64 = files.iter().map(|f| f.object.size).sum();
+    let mut groups = Vec::with_capacity(n);
+    let mut group = Vec::new();
+    let mut taken = 0u64;
+    for file in files {
+        group.push(PartitionedFile::new_from_meta(file.object.clone()));
+        taken += file.object.size;
+        // The group closes once it holds its share of the bytes (the last takes the rest).
+        let share = total.saturating_mul(groups.len() as u64 + 1) / n as u64;
+        if taken >= share && groups.len() + 1 < n {
+            groups.push(FileGroup::new(std::mem::take(&mut group)));
+        }
+    }
+    if !group.is_empty() {
+        groups.push(FileGroup::new(group));
+    }
+    groups
 }
 
 /// The filters of the form `column = 'text'` among `filters` (each one a conjunct of the
@@ -129,6 +154,54 @@ mod tests {
     use datafusion::logical_expr::{cast, col, lit};
 
     use super::*;
+
+    fn file(name: &str, size: u64) -> SelectedFile {
+        SelectedFile {
+            name: name.to_owned(),
+            object: object_store::ObjectMeta {
+                location: name.into(),
+                last_modified: chrono::DateTime::UNIX_EPOCH,
+                size,
+                e_tag: None,
+                version: None,
+            },
+            rows: 1,
+            row_groups: 1,
+            all_in_range: true,
+            prefetched: Default::default(),
+            row_group_spans: Arc::from([]),
+        }
+    }
+
+    fn names_and_bytes(groups: &[FileGroup]) -> Vec<(Vec<String>, u64)> {
+        let group = |g: &FileGroup| {
+            let names = g.iter().map(|f| f.object_meta.location.to_string()).collect();
+            (names, g.iter().map(|f| f.object_meta.size).sum())
+        };
+        groups.iter().map(group).collect()
+    }
+
+    #[test]
+    fn files_are_grouped_in_path_order_by_bytes() {
+        // A large file and many small ones: the large one makes a partition of its own.
+        let mut files = vec![file("d1/big", 1000)];
+        files.extend((0..10).map(|i| file(&format!("d2/small-{i}"), 100)));
+        files.reverse();
+        let groups = names_and_bytes(&groups_by_bytes(&files, 2));
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0], (vec!["d1/big".to_owned()], 1000));
+        assert_eq!(groups[1].0.len(), 10);
+        assert_eq!(groups[1].0[0], "d2/small-0");
+        // Equal files: equal groups; never more groups than files, nor than asked.
+        let files: Vec<_> = (0..12).map(|i| file(&format!("f{i:02}"), 10)).collect();
+        let bytes: Vec<u64> = names_and_bytes(&groups_by_bytes(&files, 4)).iter().map(|g| g.1).collect();
+        assert_eq!(bytes, [30, 30, 30, 30]);
+        assert_eq!(groups_by_bytes(&files[..3], 8).len(), 3);
+        assert!(groups_by_bytes(&[], 4).is_empty());
+        let one = groups_by_bytes(&files, 1);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].len(), 12);
+    }
 
     #[test]
     fn only_equalities_of_a_column_and_a_text_are_taken() {

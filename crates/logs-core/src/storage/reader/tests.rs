@@ -14,7 +14,7 @@ pub(super) fn reader_of(object: ObjectFile) -> ScanReader {
     let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
     let metrics = ExecutionPlanMetricsSet::new();
     let budget = FetchBudget::new(u64::MAX).share(&metrics);
-    let metrics = ParquetFileMetrics::new(0, "f", &metrics);
+    let metrics = ReaderMetrics::new(&metrics, 0);
     let plan = PagePlan { machinery: PageMachinery::ON, columns: None, filters: None };
     let pages = PageReads::new(&object, &plan, PageCounts::default());
     ScanReader {
@@ -78,9 +78,7 @@ async fn each_read_is_counted_once_and_a_finished_file_counts_whole() {
     pages.read(190_000..190_050).await.unwrap();
     assert_eq!(pages.metrics.bytes_scanned.value(), 750);
     assert_eq!(progress.covered(), 750);
-    let efficiency = pages.metrics.scan_efficiency_ratio.clone();
     drop(pages);
-    assert_eq!((efficiency.part(), efficiency.total()), (750, 200_000));
     assert_eq!(progress.covered(), 200_000, "the file is covered once its reader is done");
 
     // Another reader of the same file adds what it reads, not the file again.
@@ -96,6 +94,50 @@ async fn each_read_is_counted_once_and_a_finished_file_counts_whole() {
     footer.read(199_000..200_000).await.unwrap();
     drop(footer);
     assert_eq!(progress.covered(), 1000);
+}
+
+/// The readers of a scan partition share one set of metrics, whatever the number of files
+/// they read: a scan of thousands of small files registers a few, not thousands.
+#[tokio::test]
+async fn a_partitions_readers_register_one_set_of_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<SelectedFile> = (0..20)
+        .map(|i| {
+            let (path, _) = testing::patterned_file(dir.path(), &format!("f{i:02}"), 100);
+            let object = testing::local_file(&path).0;
+            SelectedFile {
+                name: object.name().to_owned(),
+                object: object.meta().clone(),
+                rows: 1,
+                row_groups: 1,
+                all_in_range: true,
+                prefetched: Default::default(),
+                row_group_spans: Arc::from([]),
+            }
+        })
+        .collect();
+    let runtime = RuntimeEnvBuilder::new().build_arc().unwrap();
+    let settings = ScanSettings { fetched_limit: u64::MAX, machinery: PageMachinery::ON };
+    let readers = ScanReaders::new(
+        Backend::Local { root: dir.path().to_owned() },
+        &files,
+        runtime.cache_manager.get_file_metadata_cache(),
+        Arc::default(),
+        Arc::default(),
+        settings,
+    )
+    .reading(HashSet::new());
+    let metrics = ExecutionPlanMetricsSet::new();
+    for (i, file) in files.iter().enumerate() {
+        let file = PartitionedFile::new_from_meta(file.object.clone());
+        let mut reader = readers.create_reader(i % 2, file, None, &metrics).unwrap();
+        reader.get_bytes(0..10).await.unwrap();
+    }
+    let all = metrics.clone_inner();
+    let scanned: Vec<_> = all.iter().filter(|m| m.value().name() == "bytes_scanned").collect();
+    assert_eq!(scanned.len(), 2, "one per partition");
+    assert_eq!(scanned.iter().map(|m| m.value().as_usize()).sum::<usize>(), 200);
+    assert!(all.iter().count() <= 12, "{} metrics", all.iter().count());
 }
 
 #[tokio::test]
