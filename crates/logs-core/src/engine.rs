@@ -271,7 +271,15 @@ impl Engine {
         let table = self.table(request, &selection, &requests, &progress);
         let range = if selection.all_in_range() { RangeTest::ProvenByFooters } else { RangeTest::PerRow };
         let logical = build_plan(request, provider_as_source(table), range)?;
-        let state = self.ctx.state();
+        let mut state = self.ctx.state();
+        // Many files are grouped whole into the scan's partitions by bytes (`table.rs`);
+        // DataFusion would split them further into byte ranges, each opened again (its footer
+        // looked up, its pruning set up, over a store its first pages fetched) by a partition
+        // that, for a file of one row group, then reads nothing. Few files are split, so that
+        // a large one is still scanned on every core.
+        if selection.files.len() >= 2 * state.config().target_partitions() {
+            state.config_mut().options_mut().optimizer.repartition_file_scans = false;
+        }
         let physical = state.create_physical_plan(&logical).await?;
         let inner = execute_stream(physical.clone(), self.ctx.task_ctx())?;
         Ok(ExportStream {

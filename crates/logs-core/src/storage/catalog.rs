@@ -413,7 +413,7 @@ impl Catalog {
                 let completed = footer::complete(&file, &footer, selects_rows).await?;
                 prefetched = footer::kept_for_scan(&file);
                 footer::remember(cache, file.meta(), completed);
-            } else if footer::lacks_offset_index(&footer, selects_rows) {
+            } else if footer::lacks_offset_index(&file, &footer, selects_rows) {
                 footer::remember(cache, file.meta(), footer::complete(&file, &footer, true).await?);
             }
             let row_groups = footer.num_row_groups();
