@@ -85,12 +85,22 @@ def select_list(query, quote='"'):
                      for f in query.fields)
 
 
+def listed_or_globbed(query, files):
+    """The files as DuckDB and Polars are given them: listed, or on the streaming-ingest layout
+    (thousands of files, more than one argument can hold) as a glob per date folder, which the
+    tool lists, as it does from the bucket."""
+    if query.dataset != "streaming":
+        return files
+    return sorted({os.path.join(os.path.dirname(f), "*.parquet") for f in files})
+
+
 def peer_command(tool, query, files, out):
     """A whole-process command for a peer tool."""
     where = sql_where(query)
+    sources = listed_or_globbed(query, files)
     if tool == "duckdb":
         fmt = "(FORMAT CSV, HEADER)" if query.fmt == "csv" else "(FORMAT JSON, ARRAY true)"
-        sql = f"COPY (SELECT {select_list(query)} FROM read_parquet({files!r}) WHERE {where}) TO '{out}' {fmt}"
+        sql = f"COPY (SELECT {select_list(query)} FROM read_parquet({sources!r}) WHERE {where}) TO '{out}' {fmt}"
         code = f"import duckdb; duckdb.connect().execute({sql!r})"
     elif tool == "polars":
         since, until = query.range()
@@ -100,7 +110,7 @@ def peer_command(tool, query, files, out):
         cols = ", ".join(f"pl.lit({APP}).alias('application_id')" if f == "application_id" else f"pl.col('{f}')"
                          for f in query.fields)
         sink = f"sink_csv('{out}')" if query.fmt == "csv" else f"sink_ndjson('{out}')"
-        code = (f"import polars as pl; pl.scan_parquet({files!r}, missing_columns='insert')"
+        code = (f"import polars as pl; pl.scan_parquet({sources!r}, missing_columns='insert')"
                 f".filter({filt}).select({cols}).{sink}")
     elif tool == "chdb":
         fmt = "CSVWithNames" if query.fmt == "csv" else "JSONEachRow"
