@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+import layouts
 from bucket import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, Bucket, free_port
 
 WIDE = ["error_datetime", "error_name", "error_id", "error", "os_name", "os_version", "device_model",
@@ -84,12 +85,22 @@ def select_list(query, quote='"'):
                      for f in query.fields)
 
 
+def listed_or_globbed(query, files):
+    """The files as DuckDB and Polars are given them: listed, or on the streaming-ingest layout
+    (thousands of files, more than one argument can hold) as a glob per date folder, which the
+    tool lists, as it does from the bucket."""
+    if query.dataset != "streaming":
+        return files
+    return sorted({os.path.join(os.path.dirname(f), "*.parquet") for f in files})
+
+
 def peer_command(tool, query, files, out):
     """A whole-process command for a peer tool."""
     where = sql_where(query)
+    sources = listed_or_globbed(query, files)
     if tool == "duckdb":
         fmt = "(FORMAT CSV, HEADER)" if query.fmt == "csv" else "(FORMAT JSON, ARRAY true)"
-        sql = f"COPY (SELECT {select_list(query)} FROM read_parquet({files!r}) WHERE {where}) TO '{out}' {fmt}"
+        sql = f"COPY (SELECT {select_list(query)} FROM read_parquet({sources!r}) WHERE {where}) TO '{out}' {fmt}"
         code = f"import duckdb; duckdb.connect().execute({sql!r})"
     elif tool == "polars":
         since, until = query.range()
@@ -99,7 +110,7 @@ def peer_command(tool, query, files, out):
         cols = ", ".join(f"pl.lit({APP}).alias('application_id')" if f == "application_id" else f"pl.col('{f}')"
                          for f in query.fields)
         sink = f"sink_csv('{out}')" if query.fmt == "csv" else f"sink_ndjson('{out}')"
-        code = (f"import polars as pl; pl.scan_parquet({files!r}, missing_columns='insert')"
+        code = (f"import polars as pl; pl.scan_parquet({sources!r}, missing_columns='insert')"
                 f".filter({filt}).select({cols}).{sink}")
     elif tool == "chdb":
         fmt = "CSVWithNames" if query.fmt == "csv" else "JSONEachRow"
@@ -211,56 +222,26 @@ def pick_error_id(files):
 
 
 def ensure_datasets(args):
+    """The datasets the queries read, each made when missing (layouts.py writes all but the main one)."""
     main = os.path.join(args.data_dir, f"peers-{args.rows}")
     if not os.path.isdir(os.path.join(main, f"application_id={APP}")):
         staging = main + ".tmp"
         shutil.rmtree(staging, ignore_errors=True)
         subprocess.run([args.logs, "generate", "--out", staging, "--rows", str(args.rows)], check=True)
         os.rename(staging, main)
-    other = main + "-pyarrow"
-    if not os.path.isdir(os.path.join(other, f"application_id={APP}")):
-        import pyarrow.parquet as pq
-        staging = other + ".tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        for path in glob.glob(os.path.join(main, "*", "*", "*.parquet")):
-            target = os.path.join(staging, os.path.relpath(path, main))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            pq.write_table(pq.read_table(path), target)  # pyarrow defaults: no bloom filters, no page index
-        os.rename(staging, other)
-    arrival = main + "-arrival"
-    if not os.path.isdir(os.path.join(arrival, f"application_id={APP}")):
-        write_arrival_order(args, arrival)
-    onegroup = main + "-onegroup"
-    if not os.path.isdir(os.path.join(onegroup, f"application_id={APP}")):
-        write_arrival_order(args, onegroup, days=7, row_group_size=None)
-    return {"main": main, "pyarrow": other, "arrival": arrival, "onegroup": onegroup}
-
-
-def write_arrival_order(args, arrival, days=30, row_group_size=131_072):
-    """The same rows as written by another tool's pipeline in the order they arrived: each date
-    folder's rows (its late arrivals included) in one file, in `error_timestamp` order, written
-    by pyarrow with row groups of `row_group_size` rows (None: the whole file in one row group),
-    1 MiB pages, dictionary encoding, zstd and statistics, and no page index or bloom filters.
-    The rows are generated over `days` days."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    source = arrival + ".source"
-    staging = arrival + ".tmp"
-    for folder in (source, staging):
-        shutil.rmtree(folder, ignore_errors=True)
-    subprocess.run([args.logs, "generate", "--out", source, "--rows", str(args.rows), "--days", str(days),
-                    "--sort-by", "error_timestamp"], check=True)
-    for folder in sorted(glob.glob(os.path.join(source, "*", "date=*"))):
-        table = pa.concat_tables(pq.read_table(p) for p in sorted(glob.glob(os.path.join(folder, "*.parquet"))))
-        table = table.sort_by("error_timestamp")
-        target = os.path.join(staging, os.path.relpath(folder, source), "part-0.parquet")
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        pq.write_table(table, target, row_group_size=row_group_size or max(table.num_rows, 1),
-                       data_page_size=1 << 20, use_dictionary=True, compression="zstd", write_statistics=True,
-                       write_page_index=False)
-        del table
-    shutil.rmtree(source)
-    os.rename(staging, arrival)
+    datasets = {"main": main}
+    writers = {
+        "pyarrow": lambda target: layouts.write_pyarrow_copy(main, target),
+        "arrival": lambda target: layouts.write_arrival_order(args.logs, args.rows, target),
+        "onegroup": lambda target: layouts.write_arrival_order(args.logs, args.rows, target, days=7,
+                                                               row_group_size=None),
+        "streaming": lambda target: layouts.write_streaming(main, target),
+    }
+    for name, write in writers.items():
+        datasets[name] = f"{main}-{name}"
+        if not os.path.isdir(os.path.join(datasets[name], f"application_id={APP}")):
+            write(datasets[name])
+    return datasets
 
 
 GZIP_LEVELS = (1, 3, 6, 9)
@@ -389,11 +370,11 @@ def http_bench(args, q, root):
 # --- Bucket mode (--store s3) -------------------------------------------------------------
 
 BUCKET_TOOLS = "logs,polars,pyarrow,chdb,datafusion,duckdb"
-BUCKET_QUERIES = "q1,q2,q3,q4,q5"
+BUCKET_QUERIES = "q1,q2,q3,q4,q5,q1s,q4s"
 # Ours / the fastest peer, reading through the delaying proxy; the other queries are printed
 # without a target.
-BUCKET_TARGETS = {"q1": 0.8, "q4": 0.5}
-FOLDER_QUERIES = "q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a,q1g,q5g"
+BUCKET_TARGETS = {"q1": 0.8, "q4": 0.5, "q1s": 0.6, "q4s": 0.5}
+FOLDER_QUERIES = "q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a,q1g,q5g,q1s,q2s,q3s,q4s,q5s"
 
 
 
@@ -560,6 +541,12 @@ def main():
         # target, only the bound on peak RSS and the same rows.
         "q1g": Query("q1 wide csv 7d (one group)", WIDE, 7, dataset="onegroup", target=None),
         "q5g": Query("q5 wide csv recv (1 group)", WIDE, 7, dimension="receive", dataset="onegroup", target=None),
+        # The same queries on the files a streaming ingester leaves (layouts.write_streaming).
+        "q1s": Query("q1 wide csv 7d (stream)", WIDE, 7, dataset="streaming", target=0.6),
+        "q2s": Query("q2 wide json 7d (stream)", WIDE, 7, fmt="json", dataset="streaming", target=0.6),
+        "q3s": Query("q3 narrow csv 30d (stream)", NARROW, 30, dataset="streaming", target=0.6),
+        "q4s": Query("q4 point csv (stream)", ALL, 30, filters=point, dataset="streaming", target=0.7),
+        "q5s": Query("q5 wide csv recv (stream)", WIDE, 7, dimension="receive", dataset="streaming", target=0.6),
     }
     tools = args.tools.split(",")
     wanted = args.queries.split(",")
