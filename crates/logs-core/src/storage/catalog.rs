@@ -294,9 +294,10 @@ impl Catalog {
             .into_iter()
             .map(|(_, object)| ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts)))
             .collect();
+        let small: u64 = files.iter().filter(|f| f.size() <= f.reads().small_file).map(|f| f.size()).sum();
         let mut checks = self.check_footers(files, *scope);
         // Applied as the footers come in, so that what is held stays within it.
-        let mut budget = ScanBudget::new(KEPT_FOR_SCAN);
+        let mut budget = ScanBudget::new(KEPT_FOR_SCAN, small);
         while let Some(check) = checks.next().await {
             match check? {
                 FooterCheck::Keep(mut file) => {
@@ -457,8 +458,9 @@ fn row_group_span(row_group: &RowGroupMetaData) -> Option<Range<u64>> {
 ///
 /// A small file read whole saves the scan a request for a few KiB; the end of a large one, a
 /// request for 512 KiB at most, and perhaps none. Over a store, where each saved request is a
-/// round trip, the ends of large files may take only half of the budget, so that a date
-/// folder's large files, listed first, do not leave nothing for its hundred late arrivals.
+/// round trip, the ends of large files may not take what the export's small files need (up to
+/// half of the budget), so that a date folder's large files, listed first, do not leave
+/// nothing for its hundred late arrivals.
 struct ScanBudget {
     left: u64,
     /// What the ends of large files may not take.
@@ -466,8 +468,9 @@ struct ScanBudget {
 }
 
 impl ScanBudget {
-    fn new(bytes: u64) -> ScanBudget {
-        ScanBudget { left: bytes, reserved: bytes / 2 }
+    /// `bytes` to keep, for an export whose small files hold `small` bytes.
+    fn new(bytes: u64, small: u64) -> ScanBudget {
+        ScanBudget { left: bytes, reserved: small.min(bytes / 2) }
     }
 
     /// `prefetched` (`whole`: all of its file) if it fits in what is left (which it then uses
@@ -576,7 +579,7 @@ mod tests {
     fn the_bytes_kept_for_the_scan_stay_within_the_budget() {
         // (bytes, whole file)
         let kept = |sizes: &[(usize, bool)]| -> Vec<u64> {
-            let mut budget = ScanBudget::new(1000);
+            let mut budget = ScanBudget::new(1000, 600);
             sizes
                 .iter()
                 .map(|&(n, whole)| {
@@ -592,6 +595,13 @@ mod tests {
             kept(&[(300, false), (300, false), (200, false), (300, true), (250, true)]),
             [300, 0, 200, 300, 0]
         );
+        // Without small files nothing is reserved.
+        let mut budget = ScanBudget::new(1000, 0);
+        let tails: Vec<u64> = [400, 500, 200]
+            .iter()
+            .map(|&n| budget.keep(Prefetched::new(0, bytes::Bytes::from(vec![0u8; n])), false).len())
+            .collect();
+        assert_eq!(tails, [400, 500, 0]);
     }
 
     #[test]
