@@ -428,19 +428,30 @@ async fn dictionary_pages_only_plain_pages_follow_are_not_read_and_the_rows_are_
     assert!(skipped > 0, "some dictionary pages are not read");
 }
 
-/// A file written without an offset index gets one rebuilt from its page headers (a read per
-/// page or so) only for an export that picks rows within it: one that reads every row of its
-/// files skips no page and walks no header.
-#[tokio::test]
-async fn the_offset_index_is_rebuilt_only_for_exports_that_pick_rows_within_files() {
+/// Two days of 3 000 rows written without offset indexes (`with_dictionary_fallback`), and
+/// their records.
+fn without_offset_indexes() -> (tempfile::TempDir, Records) {
     let dir = generate(3000, 2);
     let root = data_root(&dir);
     for path in parquet_files(&root) {
         with_dictionary_fallback(&path);
     }
     let records = read_all(&root);
-    let whole =
-        "application_id=1001&date_since=2026-10-01&date_until=2026-10-02+23:59:59&fields=error_id,error,city";
+    (dir, records)
+}
+
+/// Every row of the two days of [`without_offset_indexes`], three of their fields.
+const WHOLE_TWO_DAYS: &str =
+    "application_id=1001&date_since=2026-10-01&date_until=2026-10-02+23:59:59&fields=error_id,error,city";
+
+/// A file written without an offset index gets one rebuilt from its page headers (a read per
+/// page or so) only for an export that picks rows within it: one that reads every row of its
+/// files skips no page and walks no header.
+#[tokio::test]
+async fn the_offset_index_is_rebuilt_only_for_exports_that_pick_rows_within_files() {
+    let (dir, records) = without_offset_indexes();
+    let root = data_root(&dir);
+    let whole = WHOLE_TWO_DAYS;
     let mut reads = Vec::new();
     for query in [whole.to_owned(), format!("{whole}&os_name=ios")] {
         let request = request(&query);
@@ -463,14 +474,9 @@ async fn the_offset_index_is_rebuilt_only_for_exports_that_pick_rows_within_file
 /// index rebuilt once, then cached.
 #[tokio::test]
 async fn footers_without_a_page_index_are_cached_and_completed_when_an_export_needs_it() {
-    let dir = generate(3000, 2);
+    let (dir, records) = without_offset_indexes();
     let root = data_root(&dir);
-    for path in parquet_files(&root) {
-        with_dictionary_fallback(&path);
-    }
-    let records = read_all(&root);
-    let whole =
-        "application_id=1001&date_since=2026-10-01&date_until=2026-10-02+23:59:59&fields=error_id,error,city";
+    let whole = WHOLE_TWO_DAYS;
     let filtered = format!("{whole}&os_name=ios");
     let engine = engine(&root);
     let mut reads = Vec::new();
