@@ -55,8 +55,8 @@ pub struct ExportArgs {
     /// `fields`: comma-separated field names.
     #[arg(long)]
     fields: Option<String>,
-    /// Output format.
-    #[arg(long, value_parser = ["csv", "json"])]
+    /// Output format; without it, the extension of `--output` when it names one, else csv.
+    #[arg(long, value_parser = ["csv", "json", "ndjson", "parquet", "arrow"])]
     format: Option<String>,
     /// An equality filter `FIELD=VALUE`; repeat for more.
     #[arg(long, value_name = "FIELD=VALUE")]
@@ -152,6 +152,7 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         Some(target) => parse_target(target)?,
         None => request_from_flags(&args)?,
     };
+    check_output_extension(format, args.output.as_deref())?;
     let pairs = match &args.cursor_file {
         None => pairs,
         Some(_) if pairs.get("cursor").is_some() => {
@@ -247,12 +248,16 @@ async fn encode<W: Write>(
     let mut encoder = Encoder::new(format, writer, &export.schema(), options)?;
     let progress = Progress::new(export.progress().1);
     while let Some(batch) = export.next().await {
-        let batch = batch.map_err(|e| {
-            Failure::Other(anyhow::Error::new(e).context(format!(
-                "the export failed after {} rows; the output is incomplete",
-                encoder.rows_written()
-            )))
-        })?;
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(e) => {
+                let rows = encoder.rows_written();
+                // What reached the output ends so that no reader takes it for complete.
+                let _ = encoder.abandon();
+                let message = format!("the export failed after {rows} rows; the output is incomplete");
+                return Err(Failure::Other(anyhow::Error::new(e).context(message)));
+            }
+        };
         encoder.write_batch(&batch)?;
         progress.update(export.progress().0, encoder.rows_written(), encoder.bytes_written());
     }
@@ -295,6 +300,24 @@ fn engine_failure(e: Error) -> Failure {
     }
 }
 
+/// The format a file's extension names (`x.parquet`: Parquet), if any.
+fn format_of_path(path: &Path) -> Option<Format> {
+    path.extension()?.to_str()?.to_ascii_lowercase().parse().ok()
+}
+
+/// Refuses an output file whose extension names another format than the export's (CSV written
+/// to `x.parquet`): a reader would take it for what its name says.
+fn check_output_extension(format: Format, output: Option<&Path>) -> Result<(), Failure> {
+    match output.and_then(|path| Some((path, format_of_path(path)?))) {
+        Some((path, named)) if named != format => Err(Failure::Usage(format!(
+            "--output {} names a {named} file but the export is {format}: give --format {named}, or a \
+             target `errors.{named}?…`, or another file name",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Splits `errors.csv?query` (optionally behind `/logs/v1/export/` or a whole URL) into the
 /// format and the decoded query.
 pub fn parse_target(target: &str) -> Result<(Format, QueryPairs), Failure> {
@@ -305,23 +328,22 @@ pub fn parse_target(target: &str) -> Result<(Format, QueryPairs), Failure> {
     let (path, query) = without_origin.split_once('?').unwrap_or((without_origin, ""));
     let path = path.trim_start_matches('/');
     let name = path.strip_prefix("logs/v1/export/").unwrap_or(path);
-    let format = match name {
-        "errors.csv" => Format::Csv,
-        "errors.json" => Format::Json,
-        _ => {
-            return Err(Failure::Usage(format!(
-                "TARGET `{target}` must be `errors.csv?<query>` or `errors.json?<query>`, optionally \
-                 after `/logs/v1/export/`"
-            )));
-        }
+    let Some(format) = name.strip_prefix("errors.").and_then(|extension| extension.parse::<Format>().ok())
+    else {
+        return Err(Failure::Usage(format!(
+            "TARGET `{target}` must be `errors.<format>?<query>`, the format one of {}, optionally after \
+             `/logs/v1/export/`",
+            Format::names()
+        )));
     };
     Ok((format, QueryPairs::parse(query).map_err(usage)?))
 }
 
 fn request_from_flags(args: &ExportArgs) -> Result<(Format, QueryPairs), Failure> {
-    let format = match args.format.as_deref() {
-        Some("json") => Format::Json,
-        _ => Format::Csv,
+    let format = match (args.format.as_deref(), args.output.as_deref().and_then(format_of_path)) {
+        (Some(name), _) => name.parse().map_err(|e| Failure::Usage(format!("--format: {e}")))?,
+        (None, Some(format)) => format,
+        (None, None) => Format::Csv,
     };
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut push = |name: &str, value: &Option<String>| {

@@ -69,6 +69,11 @@ impl<W: Write> CsvEncoder<W> {
         Ok(self.output.finish(b"")?)
     }
 
+    /// Ends a failed output: see [`crate::Encoder::abandon`].
+    pub fn abandon(mut self) -> Result<(), FormatError> {
+        Ok(self.output.abandon(b"")?)
+    }
+
     /// Hands the rows encoded so far to the writer now instead of when the buffer fills, and
     /// flushes the writer (for streaming a slow or small export as it goes).
     pub fn flush(&mut self) -> Result<(), FormatError> {

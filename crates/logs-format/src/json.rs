@@ -1,5 +1,6 @@
-//! JSON output: `{"data":[` records, one per line, `]}` (RFC 8259 string escaping; NEL, U+2028
-//! and U+2029 escaped too, so that no line break but the separators' splits a record).
+//! JSON output: `{"data":[` records, one per line, `]}`; and NDJSON, the same records one per
+//! line without the enclosing object (RFC 8259 string escaping; NEL, U+2028 and U+2029 escaped
+//! too, so that no line break but the separators' splits a record).
 
 use std::io::Write;
 use std::ops::Range;
@@ -10,12 +11,14 @@ use arrow::record_batch::RecordBatch;
 use crate::column::{Cell, Columns};
 use crate::output::Output;
 use crate::scan::{JsonCandidate, Special, find_special, line_break_at, write_i64, write_u64};
-use crate::{EncoderOptions, FormatError, JsonIntegers};
+use crate::{EncoderOptions, Format, FormatError, JsonIntegers};
 
-/// Streams record batches as one JSON object `{"data":[…]}` with one record object per line.
-/// See the [crate documentation](crate) for the exact rules.
+/// Streams record batches as one JSON object `{"data":[…]}` with one record object per line,
+/// or as NDJSON ([`JsonEncoder::lines`]). See the [crate documentation](crate) for the exact
+/// rules.
 pub struct JsonEncoder<W: Write> {
     output: Output<W>,
+    framing: &'static Framing,
     columns: Columns,
     /// `"name":` for the first column and `,"name":` for the others, escaped once.
     key_bytes: Vec<u8>,
@@ -25,9 +28,59 @@ pub struct JsonEncoder<W: Write> {
     rows: u64,
 }
 
+/// What surrounds the records.
+struct Framing {
+    format: Format,
+    opening: &'static [u8],
+    /// Before the first record's first key, and before each following one's.
+    first: &'static [u8],
+    next: &'static [u8],
+    /// After each record.
+    close: &'static [u8],
+    /// After the last record, or at once if there is none.
+    trailer: &'static [u8],
+    empty_trailer: &'static [u8],
+}
+
+const JSON: Framing = Framing {
+    format: Format::Json,
+    opening: br#"{"data":["#,
+    first: b"\n{",
+    next: b",\n{",
+    close: b"}",
+    trailer: b"\n]}\n",
+    empty_trailer: b"]}\n",
+};
+
+const NDJSON: Framing = Framing {
+    format: Format::Ndjson,
+    opening: b"",
+    first: b"{",
+    next: b"{",
+    close: b"}\n",
+    trailer: b"",
+    empty_trailer: b"",
+};
+
 impl<W: Write> JsonEncoder<W> {
-    /// Prepares to write batches of `schema` to `writer`. Nothing is written yet.
+    /// Prepares to write batches of `schema` to `writer` as one JSON object. Nothing is
+    /// written yet.
     pub fn new(writer: W, schema: &Schema, options: EncoderOptions) -> Result<Self, FormatError> {
+        Self::framed(writer, schema, options, &JSON)
+    }
+
+    /// Prepares to write batches of `schema` to `writer` as NDJSON: the same records, each
+    /// followed by `\n`, nothing around them. Nothing is written yet.
+    pub fn lines(writer: W, schema: &Schema, options: EncoderOptions) -> Result<Self, FormatError> {
+        Self::framed(writer, schema, options, &NDJSON)
+    }
+
+    fn framed(
+        writer: W,
+        schema: &Schema,
+        options: EncoderOptions,
+        framing: &'static Framing,
+    ) -> Result<Self, FormatError> {
         let columns = Columns::new(schema)?;
         let mut key_bytes = Vec::new();
         let mut keys = Vec::new();
@@ -42,10 +95,10 @@ impl<W: Write> JsonEncoder<W> {
         }
         // No byte order mark, whatever `options.bom` says: a JSON text must not begin with one
         // (RFC 8259 §8.1), and standard parsers refuse it.
-        let opening = br#"{"data":["#.to_vec();
         let quote_integers = options.json_integers == JsonIntegers::Strings;
         Ok(JsonEncoder {
-            output: Output::new(writer, opening),
+            output: Output::new(writer, framing.opening.to_vec()),
+            framing,
             columns,
             key_bytes,
             keys,
@@ -54,8 +107,8 @@ impl<W: Write> JsonEncoder<W> {
         })
     }
 
-    /// Encodes the rows of `batch`, writing the opening `{"data":[` first if this is the first
-    /// batch. If the batch does not fit the schema, an error is returned and nothing is encoded.
+    /// Encodes the rows of `batch`, writing the opening `{"data":[` (JSON) first if this is the
+    /// first batch. If the batch does not fit the schema, an error is returned and nothing is encoded.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
         if self.quote_integers { self.write_rows::<true>(batch) } else { self.write_rows::<false>(batch) }
     }
@@ -64,25 +117,31 @@ impl<W: Write> JsonEncoder<W> {
         let columns = self.columns.prepare(batch, write_value::<QUOTE_INTEGERS>)?;
         let output = &mut self.output;
         output.start();
-        let mut separator: &[u8] = if self.rows == 0 { b"\n{" } else { b",\n{" };
+        let framing = self.framing;
+        let mut separator = if self.rows == 0 { framing.first } else { framing.next };
         for row in 0..batch.num_rows() {
             output.buf.extend_from_slice(separator);
-            separator = b",\n{";
+            separator = framing.next;
             for (column, key) in columns.iter().zip(&self.keys) {
                 output.buf.extend_from_slice(&self.key_bytes[key.clone()]);
                 write_value::<QUOTE_INTEGERS>(&mut output.buf, column.cell(row));
             }
-            output.buf.push(b'}');
+            output.buf.extend_from_slice(framing.close);
             output.flush_if_full()?;
         }
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
 
-    /// Closes the array and the object, flushes everything and returns the writer.
+    /// Closes the array and the object (JSON), flushes everything and returns the writer.
     pub fn finish(self) -> Result<W, FormatError> {
-        let trailer: &[u8] = if self.rows == 0 { b"]}\n" } else { b"\n]}\n" };
+        let trailer = if self.rows == 0 { self.framing.empty_trailer } else { self.framing.trailer };
         Ok(self.output.finish(trailer)?)
+    }
+
+    /// Ends a failed output: see [`crate::Encoder::abandon`].
+    pub fn abandon(mut self) -> Result<(), FormatError> {
+        Ok(self.output.abandon(self.framing.format.broken_ending())?)
     }
 
     /// Hands the rows encoded so far to the writer now instead of when the buffer fills, and

@@ -1,6 +1,8 @@
-//! Streaming encoders from Arrow [`RecordBatch`]es to CSV and JSON.
+//! Streaming encoders from Arrow [`RecordBatch`]es to CSV, JSON, NDJSON, Parquet and the Arrow
+//! IPC stream format.
 //!
-//! An [`Encoder`] (or directly a [`CsvEncoder`] / [`JsonEncoder`]) writes into any
+//! An [`Encoder`] (or directly a [`CsvEncoder`], [`JsonEncoder`], [`ParquetEncoder`] or
+//! [`ArrowEncoder`]) writes into any
 //! [`std::io::Write`]: call [`Encoder::write_batch`] for each batch as it arrives and
 //! [`Encoder::finish`] at the end. Output collects in an internal buffer that is handed to the
 //! writer in chunks of about 1 MiB and at `finish`; dropping an encoder without calling
@@ -58,9 +60,10 @@
 //!
 //! # Byte order mark
 //!
-//! With [`EncoderOptions::bom`], the bytes EF BB BF come first in CSV. JSON ignores the option
-//! and never starts with them: RFC 8259 §8.1 forbids it, and standard parsers (Python's
-//! `json`, `requests`' `.json()`) refuse such a body.
+//! With [`EncoderOptions::bom`], the bytes EF BB BF come first in CSV. Every other format
+//! ignores the option and never starts with them: RFC 8259 §8.1 forbids it in JSON, standard
+//! parsers (Python's `json`, `requests`' `.json()`) refuse such a body, and a binary format
+//! must begin with its own magic bytes.
 //!
 //! # CSV
 //!
@@ -98,8 +101,38 @@
 //!   Null is `null`, booleans `true`/`false`. Finite floats are numbers in Rust's shortest
 //!   round-trip form; NaN and the infinities are `null`.
 //!
-//! The CSV header and the JSON opening are written with the first batch, or by `finish` if
-//! there is none; a batch that fails the checks above writes nothing.
+//! # NDJSON
+//!
+//! The records of the JSON format, written by the same code with the same rules, each followed
+//! by `\n` and nothing else: no enclosing object, no separating comma. Zero rows give an empty
+//! output.
+//!
+//! # Parquet and Arrow
+//!
+//! Typed formats: each column keeps its type, in the form widely used readers take (pyarrow,
+//! pandas 1.5 and newer, Polars, DuckDB). Texts of any Arrow form are written as `Utf8`
+//! (Parquet: `BYTE_ARRAY` annotated `STRING`); integers, booleans and floats keep their Arrow
+//! type (`UInt64` is Parquet's `INT64` annotated unsigned); every column is nullable; a column
+//! of type `Null` is written as a `Utf8` column of nulls, and a batch column of type `Null` as
+//! nulls of its field's type. Column names are used verbatim.
+//!
+//! - [`ParquetEncoder`]: one Parquet file, zstd-compressed, with statistics, the page index
+//!   and row groups written as they fill (at most [`ROW_GROUP_ROWS`] rows, about
+//!   [`ROW_GROUP_BYTES`]); the footer is written by `finish`. Memory holds about one row group.
+//! - [`ArrowEncoder`]: the Arrow IPC stream format (the schema message, one record batch
+//!   message per batch, uncompressed, then the end-of-stream marker written by `finish`).
+//!
+//! # A broken output
+//!
+//! An encoder dropped without `finish` (after a failure) leaves a Parquet output without its
+//! footer and an Arrow stream without its end-of-stream marker; but a stream cut between two
+//! messages reads as complete to some readers. A caller whose output has already gone out in
+//! part ends it with [`Format::broken_ending`]: bytes that every reader of the format refuses
+//! (and that say, to a person, that the export failed).
+//!
+//! The CSV header, the JSON opening, the Parquet magic and the Arrow schema are written with the
+//! first batch, or by `finish` if there is none; a batch that fails the checks above writes
+//! nothing.
 //!
 //! # Speed
 //!
@@ -111,9 +144,12 @@
 
 mod column;
 mod csv;
+mod ipc;
 mod json;
 mod output;
+mod parquet;
 mod scan;
+mod typed;
 
 use std::fmt;
 use std::io::Write;
@@ -123,7 +159,9 @@ use arrow::datatypes::{DataType, Schema};
 use arrow::record_batch::RecordBatch;
 
 pub use crate::csv::CsvEncoder;
+pub use crate::ipc::ArrowEncoder;
 pub use crate::json::JsonEncoder;
+pub use crate::parquet::{ParquetEncoder, ROW_GROUP_BYTES, ROW_GROUP_ROWS};
 
 /// The UTF-8 byte order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -135,18 +173,33 @@ pub enum Format {
     Csv,
     /// One JSON object `{"data":[…]}`.
     Json,
+    /// One JSON object per line.
+    Ndjson,
+    /// One Parquet file.
+    Parquet,
+    /// The Arrow IPC stream format.
+    Arrow,
 }
 
 impl Format {
     /// Every format, in a stable order.
-    pub const ALL: [Format; 2] = [Format::Csv, Format::Json];
+    pub const ALL: [Format; 5] = [Format::Csv, Format::Json, Format::Ndjson, Format::Parquet, Format::Arrow];
 
-    /// The lowercase name, which is also the file extension: `csv` or `json`.
+    /// The lowercase name, which is also the file extension: `csv`, `json`, `ndjson`,
+    /// `parquet` or `arrow`.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Csv => "csv",
             Format::Json => "json",
+            Format::Ndjson => "ndjson",
+            Format::Parquet => "parquet",
+            Format::Arrow => "arrow",
         }
+    }
+
+    /// The names of every format, for error messages: `csv`, `json`, ….
+    pub fn names() -> String {
+        Format::ALL.map(|format| format!("`{format}`")).join(", ")
     }
 
     /// The file extension, without a dot.
@@ -159,9 +212,41 @@ impl Format {
         match self {
             Format::Csv => "text/csv; charset=utf-8",
             Format::Json => "application/json; charset=utf-8",
+            Format::Ndjson => "application/x-ndjson; charset=utf-8",
+            Format::Parquet => "application/vnd.apache.parquet",
+            Format::Arrow => "application/vnd.apache.arrow.stream",
+        }
+    }
+
+    /// Whether HTTP content coding (gzip) is worth applying: not to Parquet, whose pages are
+    /// compressed already.
+    pub fn compressible(self) -> bool {
+        self != Format::Parquet
+    }
+
+    /// What ends an output of this format that failed after some of it had gone out, so that
+    /// no reader takes it for complete (empty for CSV and JSON: a JSON output without its
+    /// closing `]}` is refused as it is, and CSV has no ending that readers refuse).
+    ///
+    /// - NDJSON: a last line that is not JSON.
+    /// - Arrow: the start of a message whose metadata would be 64 KiB long, which the reader
+    ///   finds cut short (the encoder hands over whole messages, so this follows one).
+    /// - Parquet: any last four bytes but `PAR1` make the footer unreadable.
+    pub fn broken_ending(self) -> &'static [u8] {
+        match self {
+            Format::Csv | Format::Json => b"",
+            Format::Ndjson | Format::Parquet => BROKEN_MESSAGE,
+            Format::Arrow => BROKEN_ARROW,
         }
     }
 }
+
+/// The text at the end of a broken output.
+const BROKEN_MESSAGE: &[u8] = b"logs-export: the export failed; this output is incomplete\n";
+
+/// An IPC continuation marker, a metadata length of 64 KiB, then [`BROKEN_MESSAGE`].
+const BROKEN_ARROW: &[u8] =
+    b"\xFF\xFF\xFF\xFF\x00\x00\x01\x00logs-export: the export failed; this output is incomplete\n";
 
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -172,7 +257,7 @@ impl fmt::Display for Format {
 impl FromStr for Format {
     type Err = ParseFormatError;
 
-    /// Parses `csv` or `json` (lowercase, as in the export URL).
+    /// Parses a format's name (lowercase, as in the export URL).
     fn from_str(s: &str) -> Result<Format, ParseFormatError> {
         Format::ALL
             .into_iter()
@@ -181,19 +266,19 @@ impl FromStr for Format {
     }
 }
 
-/// A format name that is neither `csv` nor `json`.
+/// A name that is no format's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format `{0}`: expected `csv` or `json`")]
+#[error("unknown format `{0}`: expected one of {names}", names = Format::names())]
 pub struct ParseFormatError(pub String);
 
 /// Options of the encoders. Build with `EncoderOptions::default()` and struct update syntax
 /// or the `with_` methods.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EncoderOptions {
-    /// Start a CSV output with the UTF-8 byte order mark EF BB BF. JSON never starts with one:
-    /// RFC 8259 §8.1 forbids it, and standard JSON parsers refuse it.
+    /// Start a CSV output with the UTF-8 byte order mark EF BB BF. The other formats never
+    /// start with one (see the [crate documentation](crate#byte-order-mark)).
     pub bom: bool,
-    /// How JSON writes integers.
+    /// How JSON and NDJSON write integers.
     pub json_integers: JsonIntegers,
 }
 
@@ -211,7 +296,7 @@ impl EncoderOptions {
     }
 }
 
-/// How the JSON output writes integer values.
+/// How the JSON and NDJSON outputs write integer values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum JsonIntegers {
     /// As quoted decimal strings (`"18446744073709551615"`), as the original API does. Exact in
@@ -269,9 +354,12 @@ pub enum FormatError {
     /// A column of a record batch holds a different kind of value than its schema field.
     #[error("column `{column}` has type {found} in the record batch but {expected} in the schema")]
     ColumnTypeMismatch { column: String, expected: DataType, found: DataType },
+    /// The Parquet or Arrow writer failed for another reason than the writer's.
+    #[error("encoding failed: {0}")]
+    Encoding(String),
 }
 
-/// Either encoder, chosen at run time by [`Format`].
+/// Any of the encoders, chosen at run time by [`Format`].
 #[derive(Debug)]
 pub struct Encoder<W: Write> {
     inner: Inner<W>,
@@ -281,6 +369,21 @@ pub struct Encoder<W: Write> {
 enum Inner<W: Write> {
     Csv(CsvEncoder<W>),
     Json(JsonEncoder<W>),
+    Ndjson(JsonEncoder<W>),
+    Parquet(ParquetEncoder<W>),
+    Arrow(ArrowEncoder<W>),
+}
+
+/// `$call` on whichever encoder `$inner` holds.
+macro_rules! each {
+    ($inner:expr, $encoder:ident => $call:expr) => {
+        match $inner {
+            Inner::Csv($encoder) => $call,
+            Inner::Json($encoder) | Inner::Ndjson($encoder) => $call,
+            Inner::Parquet($encoder) => $call,
+            Inner::Arrow($encoder) => $call,
+        }
+    };
 }
 
 impl<W: Write> Encoder<W> {
@@ -295,6 +398,9 @@ impl<W: Write> Encoder<W> {
         let inner = match format {
             Format::Csv => Inner::Csv(CsvEncoder::new(writer, schema, options)?),
             Format::Json => Inner::Json(JsonEncoder::new(writer, schema, options)?),
+            Format::Ndjson => Inner::Ndjson(JsonEncoder::lines(writer, schema, options)?),
+            Format::Parquet => Inner::Parquet(ParquetEncoder::new(writer, schema, options)?),
+            Format::Arrow => Inner::Arrow(ArrowEncoder::new(writer, schema, options)?),
         };
         Ok(Encoder { inner })
     }
@@ -304,34 +410,37 @@ impl<W: Write> Encoder<W> {
         match self.inner {
             Inner::Csv(_) => Format::Csv,
             Inner::Json(_) => Format::Json,
+            Inner::Ndjson(_) => Format::Ndjson,
+            Inner::Parquet(_) => Format::Parquet,
+            Inner::Arrow(_) => Format::Arrow,
         }
     }
 
     /// Encodes the rows of `batch`. If the batch does not fit the schema, an error is returned
     /// and nothing is encoded.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
-        match &mut self.inner {
-            Inner::Csv(encoder) => encoder.write_batch(batch),
-            Inner::Json(encoder) => encoder.write_batch(batch),
-        }
+        each!(&mut self.inner, encoder => encoder.write_batch(batch))
     }
 
     /// Writes the rest of the output (header if no batch came, trailer), flushes and returns
     /// the writer.
     pub fn finish(self) -> Result<W, FormatError> {
-        match self.inner {
-            Inner::Csv(encoder) => encoder.finish(),
-            Inner::Json(encoder) => encoder.finish(),
-        }
+        each!(self.inner, encoder => encoder.finish())
+    }
+
+    /// Ends the output of an export that failed: hands the writer what is encoded, then
+    /// [`Format::broken_ending`], so that no reader takes the output for complete, and flushes
+    /// it. Never writes a CSV header, JSON closing, Parquet footer or Arrow end-of-stream
+    /// marker.
+    pub fn abandon(self) -> Result<(), FormatError> {
+        each!(self.inner, encoder => encoder.abandon())
     }
 
     /// Hands the rows encoded so far to the writer now instead of when the internal buffer
-    /// (about 1 MiB) fills, and flushes the writer.
+    /// (about 1 MiB) fills, and flushes the writer. Parquet hands over the row groups written
+    /// so far: a flush never cuts a row group short.
     pub fn flush(&mut self) -> Result<(), FormatError> {
-        match &mut self.inner {
-            Inner::Csv(encoder) => encoder.flush(),
-            Inner::Json(encoder) => encoder.flush(),
-        }
+        each!(&mut self.inner, encoder => encoder.flush())
     }
 
     /// Takes the bytes encoded since they last reached the writer out of the encoder instead
@@ -344,27 +453,18 @@ impl<W: Write> Encoder<W> {
     /// hands it by itself when its buffer passes about 1 MiB, and the rest of the output at
     /// [`Encoder::finish`].
     pub fn take_buffered(&mut self, next: Vec<u8>) -> Vec<u8> {
-        match &mut self.inner {
-            Inner::Csv(encoder) => encoder.take_buffered(next),
-            Inner::Json(encoder) => encoder.take_buffered(next),
-        }
+        each!(&mut self.inner, encoder => encoder.take_buffered(next))
     }
 
     /// Bytes encoded so far, including those still buffered; after `finish` this is the
     /// length of the output.
     pub fn bytes_written(&self) -> u64 {
-        match &self.inner {
-            Inner::Csv(encoder) => encoder.bytes_written(),
-            Inner::Json(encoder) => encoder.bytes_written(),
-        }
+        each!(&self.inner, encoder => encoder.bytes_written())
     }
 
     /// Rows encoded so far.
     pub fn rows_written(&self) -> u64 {
-        match &self.inner {
-            Inner::Csv(encoder) => encoder.rows_written(),
-            Inner::Json(encoder) => encoder.rows_written(),
-        }
+        each!(&self.inner, encoder => encoder.rows_written())
     }
 }
 

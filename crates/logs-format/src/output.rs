@@ -1,4 +1,4 @@
-//! The output buffer shared by both encoders.
+//! The output buffer shared by the encoders.
 
 use std::io::{self, Write};
 
@@ -69,9 +69,34 @@ impl<W: Write> Output<W> {
         Ok(self.writer)
     }
 
+    /// Hands whatever is buffered to the writer, then `ending` (see
+    /// [`crate::Format::broken_ending`]), and flushes it: the output of a failed export.
+    pub(crate) fn abandon(&mut self, ending: &[u8]) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.flush_buffer()?;
+        }
+        self.writer.write_all(ending)?;
+        self.writer.flush()
+    }
+
     /// Bytes encoded so far, whether or not they have reached the writer yet.
     pub(crate) fn bytes_written(&self) -> u64 {
         self.flushed + self.buf.len() as u64
+    }
+}
+
+/// Arrow's IPC writer appends here. The bytes reach the writer when the encoder says so
+/// ([`Output::flush_if_full`] after a batch, `take`, `finish`), so that the writer's bytes
+/// after a batch end where an IPC message ends.
+impl<W: Write> Write for Output<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    /// Nothing to do: the encoder decides when the bytes go on.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 

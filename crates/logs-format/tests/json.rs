@@ -198,7 +198,10 @@ fn format_names_and_media_types() {
     assert_eq!("csv".parse::<Format>().unwrap(), Format::Csv);
     assert_eq!("json".parse::<Format>().unwrap(), Format::Json);
     let error = "xml".parse::<Format>().unwrap_err();
-    assert_eq!(error.to_string(), "unknown format `xml`: expected `csv` or `json`");
+    assert_eq!(
+        error.to_string(),
+        "unknown format `xml`: expected one of `csv`, `json`, `ndjson`, `parquet`, `arrow`"
+    );
     assert!("CSV".parse::<Format>().is_err());
     for format in Format::ALL {
         assert_eq!(format.to_string().parse::<Format>().unwrap(), format);
@@ -206,6 +209,10 @@ fn format_names_and_media_types() {
     }
     assert_eq!(Format::Csv.content_type(), "text/csv; charset=utf-8");
     assert_eq!(Format::Json.content_type(), "application/json; charset=utf-8");
+    assert_eq!(Format::Ndjson.content_type(), "application/x-ndjson; charset=utf-8");
+    assert_eq!(Format::Parquet.content_type(), "application/vnd.apache.parquet");
+    assert_eq!(Format::Arrow.content_type(), "application/vnd.apache.arrow.stream");
+    assert!(!Format::Parquet.compressible() && Format::Arrow.compressible() && Format::Ndjson.compressible());
     let schema = Schema::empty();
     assert_eq!(
         Encoder::new(Format::Json, Vec::new(), &schema, EncoderOptions::default()).unwrap().format(),

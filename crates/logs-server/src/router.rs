@@ -6,6 +6,8 @@ use axum::middleware::{from_fn_with_state, map_request, map_response};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderValue, header};
+use logs_format::Format;
+use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 use crate::encoding::request_accepts_gzip;
@@ -22,10 +24,17 @@ pub fn app(state: AppState) -> Router {
         .no_br()
         .no_deflate()
         .no_zstd()
-        .quality(CompressionLevel::Precise(state.settings().gzip_level as i32));
+        .quality(CompressionLevel::Precise(state.settings().gzip_level as i32))
+        // Parquet's pages are compressed already.
+        .compress_when(
+            DefaultPredicate::new().and(NotForContentType::const_new(Format::Parquet.content_type())),
+        );
     let routes = Router::new()
         .route("/logs/v1/export/errors.csv", get(export_errors))
         .route("/logs/v1/export/errors.json", get(export_errors))
+        .route("/logs/v1/export/errors.ndjson", get(export_errors))
+        .route("/logs/v1/export/errors.parquet", get(export_errors))
+        .route("/logs/v1/export/errors.arrow", get(export_errors))
         .route("/management/v1/applications", get(management::list_applications))
         .route("/management/v1/application/{id}", get(management::get_application))
         .route("/healthz", get(healthz))

@@ -34,9 +34,12 @@ pub fn encode_with(
     // Every byte is counted before `finish` but JSON's closing `]}` (after a line break if
     // there were rows), and the preamble (BOM, header, JSON's opening) when no batch came.
     let trailer = match format {
-        Format::Csv => 0,
+        Format::Csv | Format::Ndjson => 0,
         Format::Json if rows == 0 => 3,
         Format::Json => 4,
+        // Typed formats: the footer or end-of-stream marker, and (Parquet) a row group in
+        // progress counted by its estimated size.
+        Format::Parquet | Format::Arrow => return output,
     };
     if batches.is_empty() {
         assert_eq!(bytes_written, 0, "bytes_written before finish, no batch");

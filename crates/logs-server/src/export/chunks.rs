@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -72,21 +73,28 @@ pub(super) struct Finished {
 #[derive(Clone)]
 pub(super) struct ChunkWriter {
     pending: Arc<Mutex<VecDeque<Chunk>>>,
+    /// Rows queued without bytes (Parquet holds a row group's rows until it is full): the next
+    /// chunk's.
+    carried: Arc<AtomicU64>,
     metrics: Arc<Metrics>,
 }
 
 impl ChunkWriter {
     pub(super) fn new(metrics: Arc<Metrics>) -> ChunkWriter {
-        ChunkWriter { pending: Arc::default(), metrics }
+        ChunkWriter { pending: Arc::default(), carried: Arc::default(), metrics }
     }
 
     fn chunks(&self) -> std::sync::MutexGuard<'_, VecDeque<Chunk>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues `bytes`, which hold `rows` whole rows, as the body's next chunk.
+    /// Queues `bytes`, which complete `rows` rows, as the body's next chunk (no bytes: the
+    /// rows count with the next chunk).
     pub(super) fn queue(&self, bytes: Bytes, rows: u64) {
-        if !bytes.is_empty() {
+        if bytes.is_empty() {
+            self.carried.fetch_add(rows, Ordering::Relaxed);
+        } else {
+            let rows = rows + self.carried.swap(0, Ordering::Relaxed);
             self.metrics.buffer(bytes.len() as u64);
             let chunk = Chunk { bytes, rows, metrics: self.metrics.clone() };
             self.chunks().push_back(chunk);
@@ -254,6 +262,11 @@ pub(crate) struct Chunks {
     reading: Option<tokio::task::JoinHandle<io::Result<(Bytes, u64)>>>,
     /// Where the rows sent are counted.
     log: Option<Arc<RequestLog>>,
+    /// What a failed export's bytes end with ([`logs_format::Format::broken_ending`]), sent
+    /// before the failure.
+    broken_ending: &'static [u8],
+    /// The broken ending has been sent: the failure comes next.
+    failing: bool,
 }
 
 /// What the body takes next.
@@ -269,8 +282,19 @@ impl Chunks {
         failure: Arc<OnceLock<Problem>>,
         spill: Arc<OnceLock<Spill>>,
         log: Option<Arc<RequestLog>>,
+        broken_ending: &'static [u8],
     ) -> Chunks {
-        Chunks { rx, finished: false, failure, spill, terminal: None, reading: None, log }
+        Chunks {
+            rx,
+            finished: false,
+            failure,
+            spill,
+            terminal: None,
+            reading: None,
+            log,
+            broken_ending,
+            failing: false,
+        }
     }
 
     /// The next chunk; `None` after the last; the failure if the export failed. Dropping
@@ -292,6 +316,9 @@ impl Chunks {
         if self.finished {
             return Poll::Ready(Next::End);
         }
+        if self.failing {
+            return Poll::Ready(self.failed());
+        }
         loop {
             if let Some(reading) = &mut self.reading {
                 let read = std::task::ready!(Pin::new(reading).poll(cx));
@@ -308,10 +335,7 @@ impl Chunks {
                         let (bytes, rows) = chunk.take();
                         return Poll::Ready(self.sent(bytes, rows));
                     }
-                    Poll::Ready(Some(Message::Failed) | None) => {
-                        self.finished = true;
-                        return Poll::Ready(Next::Failed);
-                    }
+                    Poll::Ready(Some(Message::Failed) | None) => return Poll::Ready(self.failed()),
                     Poll::Ready(Some(end)) => self.terminal = Some(end),
                     Poll::Pending => {}
                 }
@@ -346,8 +370,18 @@ impl Chunks {
     fn fail(&mut self, detail: String) -> Next {
         tracing::error!(%detail, "export failed after the first byte; aborting the response");
         let _ = self.failure.set(ApiError::Internal(detail).problem());
-        self.finished = true;
-        Next::Failed
+        self.failed()
+    }
+
+    /// The export has failed: its broken ending first, if the format has one, then the
+    /// failure.
+    fn failed(&mut self) -> Next {
+        if self.failing || self.broken_ending.is_empty() {
+            self.finished = true;
+            return Next::Failed;
+        }
+        self.failing = true;
+        Next::Data(Bytes::from_static(self.broken_ending))
     }
 }
 

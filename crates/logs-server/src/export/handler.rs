@@ -38,11 +38,10 @@ pub(crate) async fn export_errors(
     log: Option<axum::Extension<Arc<RequestLog>>>,
     stall: Option<axum::Extension<WriteStall>>,
 ) -> Result<Response, ApiError> {
-    // The router only sends these two paths here; anything else under the prefix is 404.
-    let format = match uri.path().strip_prefix(EXPORT_PATH) {
-        Some("errors.csv") => Format::Csv,
-        Some("errors.json") => Format::Json,
-        _ => return Err(ApiError::NotFound),
+    // The router only sends `errors.<format>` here; anything else under the prefix is 404.
+    let format = uri.path().strip_prefix(EXPORT_PATH).and_then(|name| name.strip_prefix("errors."));
+    let Some(format) = format.and_then(|extension| extension.parse::<Format>().ok()) else {
+        return Err(ApiError::NotFound);
     };
     let pairs = QueryPairs::parse(uri.query().unwrap_or(""))?;
     let request = ExportRequest::from_pairs(&pairs, state.engine().policy())?;

@@ -14,5 +14,8 @@ pub(crate) fn content_disposition(format: Format) -> HeaderValue {
     HeaderValue::from_static(match format {
         Format::Csv => "attachment; filename=\"errors.csv\"",
         Format::Json => "attachment; filename=\"errors.json\"",
+        Format::Ndjson => "attachment; filename=\"errors.ndjson\"",
+        Format::Parquet => "attachment; filename=\"errors.parquet\"",
+        Format::Arrow => "attachment; filename=\"errors.arrow\"",
     })
 }

@@ -211,7 +211,7 @@ impl ExportRunner {
             },
         };
         let producer = tokio::spawn(producer.run(first).instrument(tracing::Span::current()));
-        let chunks = Chunks::new(rx, failure, spill, log);
+        let chunks = Chunks::new(rx, failure, spill, log, format.broken_ending());
         Ok(Started { chunks, skipped, cursor, rows, scan, producer })
     }
 }

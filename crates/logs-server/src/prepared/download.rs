@@ -29,8 +29,10 @@ pub(super) async fn respond(
     headers: &HeaderMap,
 ) -> Result<Option<Response>, ApiError> {
     // The router's middleware has already dropped an `Accept-Encoding` that refuses gzip.
-    let gzip = request_accepts_gzip(headers);
-    let copy = if gzip { &manifest.gzip } else { &manifest.plain };
+    let (gzip, copy) = match &manifest.gzip {
+        Some(compressed) if request_accepts_gzip(headers) => (true, compressed),
+        _ => (false, &manifest.plain),
+    };
     let etag = format!("\"{}\"", copy.sha256);
     let common = |builder: http::response::Builder| {
         let builder = builder

@@ -24,7 +24,7 @@ pub(super) struct JobRun {
     pub(super) retry_after: Duration,
     pub(super) lease_ttl: Duration,
     pub(super) runner: ExportRunner,
-    /// The gzip level of the compressed copy.
+    /// The gzip level of the compressed copy (of a format worth compressing).
     pub(super) gzip_level: u32,
     pub(super) format: Format,
     pub(super) request: ExportRequest,
@@ -81,8 +81,9 @@ impl JobRun {
     async fn prepare(&self, permit: ExportPermit) -> Result<u64, Problem> {
         let mut started =
             self.runner.start(self.format, &self.request, permit, None).await.map_err(|e| e.problem())?;
-        let extension = plain_extension(self.format);
-        let mut writer = self.spool.writer(&self.key, &self.job, extension, self.gzip_level);
+        let extension = self.format.extension();
+        let gzip_level = self.format.compressible().then_some(self.gzip_level);
+        let mut writer = self.spool.writer(&self.key, &self.job, extension, gzip_level);
         let mut reserved = 0;
         let written: Result<(), Problem> = async {
             while let Some(chunk) = started.chunks.next_chunk().await? {
@@ -128,7 +129,7 @@ impl JobRun {
     ) -> Result<u64, Problem> {
         let committed = self.try_commit(writer, skipped, cursor).await;
         if committed.is_err() {
-            self.spool.discard(&self.key, &self.job, plain_extension(self.format)).await;
+            self.spool.discard(&self.key, &self.job, self.format.extension()).await;
         }
         committed
     }
@@ -145,7 +146,7 @@ impl JobRun {
             version: spool::MANIFEST_VERSION,
             key: self.key.clone(),
             job: self.job.clone(),
-            extension: plain_extension(self.format).into(),
+            extension: self.format.extension().into(),
             created: spool::now(),
             rows,
             skipped_shards: skipped as u64,
@@ -163,13 +164,6 @@ impl JobRun {
             );
         }
         Ok(standing.rows)
-    }
-}
-
-fn plain_extension(format: Format) -> &'static str {
-    match format {
-        Format::Csv => "csv",
-        Format::Json => "json",
     }
 }
 

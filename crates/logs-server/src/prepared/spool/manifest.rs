@@ -15,7 +15,7 @@ pub struct Manifest {
     pub key: String,
     /// The job that wrote the copies.
     pub job: String,
-    /// `csv` or `json`.
+    /// The format's extension: `csv`, `json`, `ndjson`, `parquet` or `arrow`.
     pub extension: String,
     /// When it was completed, in Unix seconds.
     pub created: u64,
@@ -26,7 +26,9 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     pub plain: Representation,
-    pub gzip: Representation,
+    /// The gzip copy; none for a format that is not worth compressing (Parquet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gzip: Option<Representation>,
 }
 
 /// One copy of a prepared export.
@@ -40,7 +42,7 @@ pub struct Representation {
 impl Manifest {
     /// Both copies' bytes: what the export takes in the spool.
     pub fn size(&self) -> u64 {
-        self.plain.bytes + self.gzip.bytes
+        self.plain.bytes + self.gzip.as_ref().map_or(0, |gzip| gzip.bytes)
     }
 
     pub(super) fn copy_name(&self, gzip: bool) -> String {
