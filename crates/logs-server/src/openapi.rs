@@ -25,11 +25,14 @@
 
 mod errors;
 mod export;
+mod formats;
 mod management;
 mod parts;
 
 use errors::{component_name, error_body_schema, error_responses, error_type_schema, operation};
 use export::{export_parameters, export_schema, record_schema};
+use formats::{export_body, typed_record_schema};
+use logs_format::Format;
 use management::{application_operation, applications_operation};
 pub use parts::DocumentSettings;
 use parts::{header_of, integer, request_id_header};
@@ -40,13 +43,13 @@ use serde_json::Value;
 use utoipa::openapi::header::Header;
 use utoipa::openapi::path::{HttpMethod, Operation, PathItem};
 use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::server::ServerBuilder;
 use utoipa::openapi::tag::TagBuilder;
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, OpenApiBuilder, PathsBuilder,
-    Ref, RefOr,
+    Ref,
 };
 
 use crate::applications::{Application, Permission};
@@ -60,8 +63,6 @@ pub const OPENAPI_PATH: &str = "/openapi.json";
 /// The name of the security scheme in the document.
 pub const SECURITY_SCHEME: &str = "OAuth";
 
-const EXPORT_CSV: &str = "/logs/v1/export/errors.csv";
-const EXPORT_JSON: &str = "/logs/v1/export/errors.json";
 const APPLICATIONS: &str = "/management/v1/applications";
 const APPLICATION: &str = "/management/v1/application/{id}";
 const HEALTHZ: &str = "/healthz";
@@ -146,9 +147,7 @@ pub fn api_doc(settings: &DocumentSettings) -> OpenApi {
                 .license(Some(LicenseBuilder::new().name("Apache-2.0").build())),
         )
         .paths(
-            PathsBuilder::new()
-                .path(EXPORT_CSV, PathItem::new(HttpMethod::Get, export_operation(Export::Csv, settings)))
-                .path(EXPORT_JSON, PathItem::new(HttpMethod::Get, export_operation(Export::Json, settings)))
+            export_paths(settings)
                 .path(APPLICATIONS, PathItem::new(HttpMethod::Get, applications_operation()))
                 .path(APPLICATION, PathItem::new(HttpMethod::Get, application_operation()))
                 .path(HEALTHZ, PathItem::new(HttpMethod::Get, healthz_operation()))
@@ -168,8 +167,18 @@ pub fn api_doc(settings: &DocumentSettings) -> OpenApi {
         .build()
 }
 
+/// The export's paths, one per format: `/logs/v1/export/errors.<format>`.
+fn export_paths(settings: &DocumentSettings) -> PathsBuilder {
+    let mut paths = PathsBuilder::new();
+    for format in Format::ALL {
+        let path = format!("/logs/v1/export/errors.{}", format.extension());
+        paths = paths.path(path, PathItem::new(HttpMethod::Get, export_operation(format, settings)));
+    }
+    paths
+}
+
 const API_DESCRIPTION: &str = "Exports the error records (crashes and custom errors) of mobile \
-applications as CSV or JSON: for one application, a date range, a chosen set of fields, equality \
+applications as CSV, JSON, NDJSON, Parquet or Arrow: for one application, a date range, a chosen set of fields, equality \
 filters and a row limit.\n\n\
 **Authorization.** Every route but `/healthz` needs an OAuth access token in the header \
 `Authorization: OAuth <token>` (`Bearer` is accepted too). Unknown paths need one as well: without \
@@ -188,43 +197,13 @@ GET without the body.\n\n\
 **Every response** has `x-request-id` (the client's, if it sent a plain one of at most 64 \
 characters, else a new one), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`. \
 Every JSON answer, errors included, is `application/json; charset=utf-8`. \
-Responses are gzipped when `Accept-Encoding` allows gzip, and sent without content coding \
+Responses but Parquet exports are gzipped when `Accept-Encoding` allows gzip, and sent without content coding \
 otherwise, also when the header refuses that too (`identity;q=0`, `*;q=0`): the service never \
 answers 406 (RFC 9110 §12.5.3).";
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Export {
-    Csv,
-    Json,
-}
-
-fn export_operation(format: Export, settings: &DocumentSettings) -> Operation {
-    let (id, summary, media, body): (&str, &str, &str, RefOr<Schema>) = match format {
-        Export::Csv => (
-            "exportErrorsCsv",
-            "Export error records as CSV",
-            "text/csv",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .description(Some(
-                    "A header row of the requested names, then one line per record; every line ends \
-                     with LF. RFC 4180 quoting, extended to every line break: a value containing a comma, \
-                     a double quote or a line break (CR, LF, VT, FF, U+001C to U+001E, NEL, U+2028, \
-                     U+2029) is enclosed in double quotes with inner quotes doubled; nothing else is \
-                     quoted. A null is an empty cell, an empty string `\"\"`; in a one-column export a \
-                     null is written as `\"\"` too, so that no record is an empty line. Zero rows give \
-                     the header alone.",
-                ))
-                .into(),
-        ),
-        Export::Json => (
-            "exportErrorsJson",
-            "Export error records as JSON",
-            "application/json",
-            Ref::from_schema_name("ErrorExport").into(),
-        ),
-    };
-    let extension = if format == Export::Csv { "csv" } else { "json" };
+fn export_operation(format: Format, settings: &DocumentSettings) -> Operation {
+    let (id, summary, media, body) = export_body(format);
+    let extension = format.extension();
     let partial = ResponseBuilder::new()
         .description(
             "Part of a prepared export, for a `Range` of one range (`bytes=first-last`, `first-`, \
@@ -407,6 +386,7 @@ fn components(settings: &DocumentSettings) -> ComponentsBuilder {
         .schema("ErrorType", error_type_schema())
         .schema("ErrorExport", export_schema())
         .schema("ErrorRecord", record_schema(settings))
+        .schema("TypedRecord", typed_record_schema(settings))
         .schema("Health", health_schema())
         .schema("Preparing", preparing_schema())
         .schema_from::<ApplicationList>()

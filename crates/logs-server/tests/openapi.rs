@@ -45,8 +45,11 @@ fn the_document_covers_the_api() {
         paths,
         [
             "/healthz",
+            "/logs/v1/export/errors.arrow",
             "/logs/v1/export/errors.csv",
             "/logs/v1/export/errors.json",
+            "/logs/v1/export/errors.ndjson",
+            "/logs/v1/export/errors.parquet",
             "/management/v1/application/{id}",
             "/management/v1/applications",
             "/openapi.json"

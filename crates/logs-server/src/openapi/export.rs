@@ -214,7 +214,7 @@ fn fields_parameter(aliases: &FieldAliases) -> Parameter {
 }
 
 /// How the document lists an alias or an absent field.
-fn describe_alias(alias: &str, source: ColumnSource) -> String {
+pub(super) fn describe_alias(alias: &str, source: ColumnSource) -> String {
     match source {
         ColumnSource::Field(field) => format!("`{alias}` (another name of `{field}`)"),
         ColumnSource::Absent(kind) => {
@@ -272,7 +272,7 @@ fn type_name(kind: FieldType) -> &'static str {
 }
 
 /// What each field holds (spec §2.1).
-fn field_meaning(field: Field) -> &'static str {
+pub(super) fn field_meaning(field: Field) -> &'static str {
     match field.name() {
         "error" => "Error text (may be multi-line, e.g. a crash report).",
         "error_datetime" => "Date and time of the error, `yyyy-mm-dd hh:mm:ss`, UTC.",
