@@ -437,9 +437,54 @@ mod tests {
             assert_eq!(format, Format::Csv);
             assert_eq!(pairs.get("application_id"), Some("1"));
         }
-        assert_eq!(parse_target("errors.json").unwrap().0, Format::Json);
-        for bad in ["errors.xml?a=1", "export.csv", "/logs/v2/export/errors.csv", ""] {
+        for format in Format::ALL {
+            assert_eq!(parse_target(&format!("errors.{format}?a=1")).unwrap().0, format);
+        }
+        for bad in [
+            "errors.xml?a=1",
+            "errors.PARQUET",
+            "errors.?a=1",
+            "export.csv",
+            "/logs/v2/export/errors.csv",
+            "",
+        ] {
             assert!(matches!(parse_target(bad), Err(Failure::Usage(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_output_files_extension_gives_the_format_or_must_agree_with_it() {
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["export", "--app", "1001", "--since", "2026-10-01", "--until", "2026-10-01"];
+            argv.extend_from_slice(&["--fields", "error_id"]);
+            argv.extend_from_slice(extra);
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                export: ExportArgs,
+            }
+            <Cli as clap::Parser>::try_parse_from(argv).unwrap().export
+        };
+        let format_of = |extra: &[&str]| request_from_flags(&args(extra)).unwrap().0;
+        assert_eq!(format_of(&[]), Format::Csv);
+        assert_eq!(format_of(&["-o", "week.parquet"]), Format::Parquet);
+        assert_eq!(format_of(&["-o", "dir/week.ARROW"]), Format::Arrow);
+        assert_eq!(format_of(&["-o", "week.ndjson"]), Format::Ndjson);
+        assert_eq!(format_of(&["-o", "week.txt"]), Format::Csv);
+        assert_eq!(format_of(&["--format", "json", "-o", "week.txt"]), Format::Json);
+        assert_eq!(format_of(&["--format", "arrow"]), Format::Arrow);
+
+        assert!(check_output_extension(Format::Parquet, Some(Path::new("week.parquet"))).is_ok());
+        assert!(check_output_extension(Format::Csv, Some(Path::new("week.txt"))).is_ok());
+        assert!(check_output_extension(Format::Csv, None).is_ok());
+        let Err(Failure::Usage(message)) =
+            check_output_extension(Format::Csv, Some(Path::new("week.parquet")))
+        else {
+            panic!("CSV into a .parquet file is refused");
+        };
+        assert!(
+            message.contains("--output week.parquet names a parquet file but the export is csv"),
+            "{message}"
+        );
     }
 }

@@ -265,9 +265,14 @@ pub(crate) struct Chunks {
     /// What a failed export's bytes end with ([`logs_format::Format::broken_ending`]), sent
     /// before the failure.
     broken_ending: &'static [u8],
-    /// The broken ending has been sent: the failure comes next.
-    failing: bool,
+    /// The broken ending has been sent: the failure comes next, once the connection has had
+    /// [`FLUSH_GRACE`] to write it out (hyper drops what it has not written when a body fails).
+    failing: Option<Pin<Box<tokio::time::Sleep>>>,
 }
+
+/// How long a failed export's broken ending is given to reach the connection before the
+/// response is aborted.
+const FLUSH_GRACE: Duration = Duration::from_millis(100);
 
 /// What the body takes next.
 enum Next {
@@ -293,7 +298,7 @@ impl Chunks {
             reading: None,
             log,
             broken_ending,
-            failing: false,
+            failing: None,
         }
     }
 
@@ -316,7 +321,8 @@ impl Chunks {
         if self.finished {
             return Poll::Ready(Next::End);
         }
-        if self.failing {
+        if let Some(grace) = &mut self.failing {
+            std::task::ready!(grace.as_mut().poll(cx));
             return Poll::Ready(self.failed());
         }
         loop {
@@ -376,11 +382,11 @@ impl Chunks {
     /// The export has failed: its broken ending first, if the format has one, then the
     /// failure.
     fn failed(&mut self) -> Next {
-        if self.failing || self.broken_ending.is_empty() {
+        if self.failing.is_some() || self.broken_ending.is_empty() {
             self.finished = true;
             return Next::Failed;
         }
-        self.failing = true;
+        self.failing = Some(Box::pin(tokio::time::sleep(FLUSH_GRACE)));
         Next::Data(Bytes::from_static(self.broken_ending))
     }
 }
