@@ -85,12 +85,22 @@ impl<W: Write> Output<W> {
     }
 }
 
-/// Arrow's IPC writer appends here. The bytes reach the writer when the encoder says so
-/// ([`Output::flush_if_full`] after a batch, `take`, `finish`), so that the writer's bytes
-/// after a batch end where an IPC message ends.
+/// The typed formats' writers write here, in order: a write of at least [`FLUSH_AT`] bytes
+/// goes to the writer at once, after what is buffered (saving a copy of the largest pieces); a
+/// smaller one waits in the buffer until the encoder says so ([`Output::flush_if_full`] after
+/// a batch, `take`, `finish`). Either way, the writer's bytes after a batch end where an Arrow
+/// IPC message ends.
 impl<W: Write> Write for Output<W> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(bytes);
+        if bytes.len() < FLUSH_AT {
+            self.buf.extend_from_slice(bytes);
+            return Ok(bytes.len());
+        }
+        if !self.buf.is_empty() {
+            self.flush_buffer()?;
+        }
+        self.writer.write_all(bytes)?;
+        self.flushed += bytes.len() as u64;
         Ok(bytes.len())
     }
 

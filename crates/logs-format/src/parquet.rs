@@ -81,12 +81,11 @@ impl<W: Write> ParquetEncoder<W> {
     }
 
     /// Moves what Parquet's writer wrote to the output, handing it to the writer a chunk of
-    /// about 1 MiB at a time.
+    /// 1 MiB at a time (the rest waits in the output's buffer).
     fn pass_on(&mut self) -> Result<(), FormatError> {
         let written = &mut self.writer.inner_mut().0;
         for piece in written.chunks(FLUSH_AT) {
-            self.output.buf.extend_from_slice(piece);
-            self.output.flush_if_full()?;
+            self.output.write_all(piece)?;
         }
         written.clear();
         Ok(())
