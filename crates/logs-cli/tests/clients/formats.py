@@ -3,6 +3,7 @@ hold from the dataset's Parquet files with DuckDB (crates/logs-cli/tests/formats
 
     python formats.py oracle DATASET_ROOT TARGET...
     python formats.py read ENV BASE_URL TOKEN TARGET...
+    python formats.py read-typed-ndjson ENV BASE_URL TOKEN TARGET...
     python formats.py read-files ENV FIELD[,FIELD...] FILE...
     python formats.py broken ENV BASE_URL TOKEN TARGET...
 
@@ -20,6 +21,10 @@ each file's format from its extension. Prints one JSON object per target and rea
 names it) and `rows` in the order the reader gives them, each value made canonical the same
 way (an integer of any width as a number, a float as a float, null, NaN and pandas' NA as
 null); or `error` if the reader raised.
+
+`read-typed-ndjson`: as `read`, for NDJSON written with `--json-integers number`: pyarrow,
+DuckDB and Polars told each field's published type (`pandas.read_json` as it is,
+`pandas_default`).
 
 `broken`: downloads each target (an export that fails after its first bytes) twice, asking for
 gzip and for identity, keeping what arrived (gunzipped), and hands that file to every reader of
@@ -80,6 +85,22 @@ READERS = {
         "arrow": ["pyarrow", "pandas", "pandas_default"],
     },
 }
+
+
+# The typed readers of NDJSON with integers as numbers, in each environment.
+TYPED_NDJSON_READERS = {
+    "formats": ["pyarrow", "pandas_default", "duckdb", "polars"],
+    "pandas15": ["pyarrow", "pandas_default"],
+}
+
+# The published types of the integer fields (every other field is a string).
+INT64 = {"error_timestamp", "error_receive_timestamp", "mcc", "mnc", "application_id"}
+UINT64 = {"service_device_id", *(alias for alias, field in ALIASES.items() if field == "service_device_id")}
+
+
+def published(name: str, kinds: tuple):
+    """The type of field `name` among `kinds` (string, int64, uint64)."""
+    return kinds[2] if name in UINT64 else kinds[1] if name in INT64 else kinds[0]
 
 
 def parse_target(target: str) -> tuple:
@@ -221,6 +242,31 @@ def read_ndjson(path: str, fields: list, reader: str) -> tuple:
     raise ValueError(reader)
 
 
+def read_typed_ndjson(path: str, fields: list, reader: str) -> tuple:
+    if reader == "pyarrow":
+        kinds = (pyarrow.string(), pyarrow.int64(), pyarrow.uint64())
+        schema = pyarrow.schema([(name, published(name, kinds)) for name in fields])
+        options = pyarrow.json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+        return arrow_table(pyarrow.json.read_json(path, parse_options=options))
+    if reader == "pandas_default":
+        return pandas_frame(pandas.read_json(path, lines=True))
+    if reader == "duckdb":
+        import duckdb
+
+        kinds = ("VARCHAR", "BIGINT", "UBIGINT")
+        columns = "{" + ", ".join(f"'{name}': '{published(name, kinds)}'" for name in fields) + "}"
+        relation = duckdb.connect().sql(
+            f"SELECT * FROM read_json('{path}', format = 'newline_delimited', columns = {columns})"
+        )
+        return duckdb_relation(relation)
+    if reader == "polars":
+        import polars
+
+        kinds = (polars.String, polars.Int64, polars.UInt64)
+        return polars_frame(polars.read_ndjson(path, schema={name: published(name, kinds) for name in fields}))
+    raise ValueError(reader)
+
+
 def read_parquet(path: str, fields: list, reader: str) -> tuple:
     if reader == "pyarrow":
         return arrow_table(pyarrow.parquet.read_table(path))
@@ -268,6 +314,7 @@ READ = {
     "ndjson": read_ndjson,
     "parquet": read_parquet,
     "arrow": read_arrow,
+    "typed-ndjson": read_typed_ndjson,
 }
 
 
@@ -333,11 +380,15 @@ def main() -> None:
             format, query = parse_target(target)
             fields = query["fields"].split(",")
             path = os.path.join(folder, f"{number}.{format}")
-            if mode == "read":
+            if mode in ("read", "read-typed-ndjson"):
                 transfer = download(s, base, target, path)
                 if transfer != "complete":
                     sys.exit(f"{target}: the transfer broke: {transfer}")
-                for reader in READERS[env].get(format, []):
+                if mode == "read-typed-ndjson":
+                    format, readers = "typed-ndjson", TYPED_NDJSON_READERS[env]
+                else:
+                    readers = READERS[env].get(format, [])
+                for reader in readers:
                     head = {"target": target, "format": format, "reader": reader}
                     report(head, read_with(path, format, fields, reader))
             elif mode == "broken":
