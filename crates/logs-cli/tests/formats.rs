@@ -3,9 +3,10 @@
 //! read by pyarrow, DuckDB, Polars and pandas (current and 1.5 with pyarrow 14) gives exactly
 //! the rows DuckDB computes from the dataset's Parquet files, with device ids above 2^63,
 //! nulls, multi-line texts, U+2028, an alias and an absent field, each column of its published
-//! type; NDJSON with integers as numbers read typed as exactly; a prepared Parquet export is read through ranges by pyarrow over fsspec's HTTP file
-//! system without being downloaded whole; and the body of an export that fails after its first
-//! bytes is refused by every reader.
+//! type; NDJSON with integers as numbers is read typed as exactly; a prepared Parquet export
+//! is read through ranges by pyarrow over fsspec's HTTP file system without being downloaded
+//! whole; and the body of an export that fails after its first bytes is refused by every
+//! reader.
 //!
 //! The readers run in two Python environments the tests make on first use
 //! (`common::python::Readers`): no test skips when one cannot be made.
