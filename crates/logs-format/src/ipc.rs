@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
@@ -35,7 +35,8 @@ impl<W: Write> ArrowEncoder<W> {
     /// Prepares to write batches of `schema` to `writer`. Nothing is written yet; `options`
     /// do not apply to Arrow.
     pub fn new(writer: W, schema: &Schema, _options: EncoderOptions) -> Result<Self, FormatError> {
-        Ok(ArrowEncoder { state: State::Waiting(writer), schema: output_schema(schema)?, rows: 0 })
+        let schema = output_schema(schema, DataType::Utf8)?;
+        Ok(ArrowEncoder { state: State::Waiting(writer), schema, rows: 0 })
     }
 
     fn writer(&mut self) -> Result<&mut StreamWriter<Output<W>>, FormatError> {
