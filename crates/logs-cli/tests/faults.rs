@@ -5,7 +5,8 @@
 //! The documented outcomes (the README's CLI tour and docs/dataset.md, "Unreadable files"): exit 1 with a one-line
 //! message that names the file; with `skip_unavailable_shards` the complete export of the
 //! readable files, exit 0 and a warning per skipped file on stderr; a failure after the first
-//! row says the output is incomplete and `--output` leaves no file. Never a panic, a hang
+//! row says the output is incomplete and `--output` leaves no file (on stdout, an NDJSON,
+//! Parquet or Arrow output ends with bytes readers refuse). Never a panic, a hang
 //! (every run is bounded) or exit 0 with a short output.
 
 use std::io::Read;
@@ -387,5 +388,37 @@ fn empty_datasets_and_application_folders_give_complete_empty_documents() {
             b"{\"data\":[]}\n",
             "{layout}"
         );
+    }
+}
+
+/// A failure after the first rows leaves on stdout (a pipe, a file behind `>`) an NDJSON,
+/// Parquet or Arrow output that ends with bytes no reader takes for complete.
+#[test]
+fn a_typed_export_that_fails_on_stdout_ends_broken() {
+    let dir = generate(12_000, 1, 1_000);
+    let folder = dir.path().join("application_id=1001/date=2026-10-01");
+    let mut files = entries(&folder);
+    files.sort();
+    // The last file's first column chunks damaged, its footer and page index whole: the
+    // export fails once the other files' rows are out.
+    let last = files.last().unwrap();
+    let mut bytes = std::fs::read(last).unwrap();
+    let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
+    let data_end = bytes.len() - 8 - footer;
+    bytes[4..data_end / 2].fill(0xA5);
+    std::fs::write(last, bytes).unwrap();
+    for format in [logs_format::Format::Ndjson, logs_format::Format::Parquet, logs_format::Format::Arrow] {
+        let target = format!(
+            "errors.{format}?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error"
+        );
+        let output = export(dir.path(), &["--batch-size", "1024", &target]);
+        assert_fails_in_one_line(&output, &["the output is incomplete"]);
+        assert!(output.stdout.ends_with(format.broken_ending()), "{format}: {} bytes", output.stdout.len());
+        if format == logs_format::Format::Arrow {
+            let reader =
+                logs_core::arrow::ipc::reader::StreamReader::try_new(output.stdout.as_slice(), None).unwrap();
+            let read: Result<Vec<_>, _> = reader.collect();
+            assert!(read.is_err(), "the Arrow reader takes the output for complete");
+        }
     }
 }

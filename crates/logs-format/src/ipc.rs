@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
@@ -13,7 +14,7 @@ use crate::typed::{conform, output_schema};
 use crate::{EncoderOptions, Format, FormatError};
 
 /// Streams record batches in the Arrow IPC stream format (uncompressed buffers, metadata
-/// version 5). The end-of-stream marker comes at [`ArrowEncoder::finish`]; the writer gets
+/// version 5, each batch as messages of about [`MESSAGE_BYTES`]). The end-of-stream marker comes at [`ArrowEncoder::finish`]; the writer gets
 /// whole messages only, so that an encoder dropped before `finish` leaves a stream cut
 /// between two messages (see [`crate::Format::broken_ending`]). See the
 /// [crate documentation](crate) for the columns.
@@ -21,6 +22,22 @@ pub struct ArrowEncoder<W: Write> {
     state: State<W>,
     schema: SchemaRef,
     rows: u64,
+}
+
+/// A batch is written as messages of about this many bytes: larger ones would make the cast
+/// to `Utf8` and the message's body allocations of several MiB per batch, which the allocator
+/// maps afresh each time (jemalloc serves requests above 8 MiB from pages it gives back at
+/// once: zeroing them took more time than the encoding).
+pub const MESSAGE_BYTES: usize = 2 << 20;
+
+/// About how many bytes the values of `batch` hold (texts by their lengths, not the buffers
+/// they share with other rows).
+fn estimated_bytes(batch: &RecordBatch) -> usize {
+    let column_bytes = |column: &arrow::array::ArrayRef| match column.as_string_view_opt() {
+        Some(texts) => texts.total_bytes_len() + 4 * texts.len(),
+        None => column.get_array_memory_size(),
+    };
+    batch.columns().iter().map(column_bytes).sum()
 }
 
 enum State<W: Write> {
@@ -35,7 +52,8 @@ impl<W: Write> ArrowEncoder<W> {
     /// Prepares to write batches of `schema` to `writer`. Nothing is written yet; `options`
     /// do not apply to Arrow.
     pub fn new(writer: W, schema: &Schema, _options: EncoderOptions) -> Result<Self, FormatError> {
-        Ok(ArrowEncoder { state: State::Waiting(writer), schema: output_schema(schema)?, rows: 0 })
+        let schema = output_schema(schema, DataType::Utf8)?;
+        Ok(ArrowEncoder { state: State::Waiting(writer), schema, rows: 0 })
     }
 
     fn writer(&mut self) -> Result<&mut StreamWriter<Output<W>>, FormatError> {
@@ -53,14 +71,23 @@ impl<W: Write> ArrowEncoder<W> {
         }
     }
 
-    /// Encodes `batch` as one record batch message. If the batch does not fit the schema, an
-    /// error is returned and nothing is encoded.
+    /// Encodes `batch` as record batch messages of about [`MESSAGE_BYTES`] each. If the batch
+    /// does not fit the schema, an error is returned and nothing is encoded.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
-        let batch = conform(batch, &self.schema)?;
-        let writer = self.writer()?;
-        writer.write(&batch).map_err(arrow_error)?;
-        writer.get_mut().flush_if_full()?;
-        self.rows += batch.num_rows() as u64;
+        // Checked whole first, so that a batch that does not fit writes nothing.
+        conform(&batch.slice(0, 0), &self.schema)?;
+        let rows = batch.num_rows();
+        let per_message = (rows * MESSAGE_BYTES / estimated_bytes(batch).max(1)).clamp(1, rows.max(1));
+        let mut offset = 0;
+        while offset < rows {
+            let length = per_message.min(rows - offset);
+            let slice = conform(&batch.slice(offset, length), &self.schema)?;
+            let writer = self.writer()?;
+            writer.write(&slice).map_err(arrow_error)?;
+            writer.get_mut().flush_if_full()?;
+            self.rows += length as u64;
+            offset += length;
+        }
         Ok(())
     }
 

@@ -1,11 +1,13 @@
 //! The typed formats' columns (Parquet and Arrow IPC): each field's published Arrow type, and
 //! each batch brought to those types before it is written.
 //!
-//! Texts of any Arrow form (`Utf8View`, `LargeUtf8`, dictionaries of them) become `Utf8`, the
-//! form every widely used reader takes (pandas 1.5's pyarrow reads no `Utf8View` from an Arrow
-//! stream); integers, booleans and floats keep their type; a field of type `Null` (a column
-//! no record holds) becomes a nullable `Utf8` column of nulls. A batch column of type `Null`
-//! stands for a column of nulls of its field's type.
+//! Texts of any Arrow form (`Utf8View`, `LargeUtf8`, dictionaries of them) become one form:
+//! `Utf8` for Arrow IPC, the form every widely used reader takes (pandas 1.5's pyarrow reads no
+//! `Utf8View` from an Arrow stream); `Utf8View`, the engine's, for Parquet, whose writer stores
+//! any form as the same `BYTE_ARRAY` `STRING` column (so the engine's batches are written
+//! without a copy). Integers, booleans and floats keep their type; a field of type `Null` (a
+//! column no record holds) becomes a nullable text column of nulls. A batch column of type
+//! `Null` stands for a column of nulls of its field's type.
 
 use std::sync::Arc;
 
@@ -16,11 +18,14 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::FormatError;
 
-/// The type a field of `data_type` is written as, or `None` if it cannot be exported.
-fn published(data_type: &DataType) -> Option<DataType> {
+/// The type a field of `data_type` is written as, texts as `text`, or `None` if it cannot be
+/// exported.
+fn published(data_type: &DataType, text: &DataType) -> Option<DataType> {
     Some(match data_type {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => DataType::Utf8,
-        DataType::Dictionary(_, values) => return published(values).filter(|t| *t != DataType::Null),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => text.clone(),
+        DataType::Dictionary(_, values) => {
+            return published(values, text).filter(|_| **values != DataType::Null);
+        }
         DataType::Int8
         | DataType::Int16
         | DataType::Int32
@@ -37,10 +42,10 @@ fn published(data_type: &DataType) -> Option<DataType> {
 }
 
 /// The schema the typed formats write for `schema`: the same names and order, every column
-/// nullable, each of its published type.
-pub(crate) fn output_schema(schema: &Schema) -> Result<SchemaRef, FormatError> {
+/// nullable, each of its published type, texts as `text` (`Utf8` or `Utf8View`).
+pub(crate) fn output_schema(schema: &Schema, text: DataType) -> Result<SchemaRef, FormatError> {
     let fields = schema.fields().iter().map(|field| {
-        let data_type = published(field.data_type()).ok_or_else(|| FormatError::UnsupportedType {
+        let data_type = published(field.data_type(), &text).ok_or_else(|| FormatError::UnsupportedType {
             column: field.name().clone(),
             data_type: field.data_type().clone(),
         })?;
@@ -73,7 +78,10 @@ pub(crate) fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordB
             expected: wanted.clone(),
             found: found.clone(),
         };
-        if published(found).as_ref() != Some(wanted) {
+        // Texts may become the field's text type; nothing else changes its kind.
+        let text =
+            if matches!(wanted, DataType::Utf8 | DataType::Utf8View) { wanted } else { &DataType::Null };
+        if published(found, text).as_ref() != Some(wanted) {
             return Err(mismatch());
         }
         cast(column, wanted).map_err(|_| mismatch())
@@ -106,12 +114,13 @@ mod tests {
             Field::new("oaid", DataType::Null, true),
             Field::new("level", DataType::Int64, true),
         ]);
-        let output = output_schema(&schema).unwrap();
+        let views = output_schema(&schema, DataType::Utf8View).unwrap();
+        let types: Vec<_> = views.fields().iter().map(|f| f.data_type().clone()).collect();
+        use DataType::{Int64, UInt64, Utf8, Utf8View};
+        assert_eq!(types, [Utf8View, Utf8View, UInt64, Utf8View, Int64]);
+        let output = output_schema(&schema, Utf8).unwrap();
         let types: Vec<_> = output.fields().iter().map(|f| f.data_type().clone()).collect();
-        assert_eq!(
-            types,
-            [DataType::Utf8, DataType::Utf8, DataType::UInt64, DataType::Utf8, DataType::Int64]
-        );
+        assert_eq!(types, [Utf8, Utf8, UInt64, Utf8, Int64]);
         assert!(output.fields().iter().all(|f| f.is_nullable()));
 
         let os: DictionaryArray<Int32Type> = vec![Some("ios"), None].into_iter().collect();
@@ -138,6 +147,13 @@ mod tests {
         assert_eq!((city.value(0), city.is_null(1)), ("Berlin", true));
         let os = conformed.column(1).as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!((os.value(0), os.is_null(1)), ("ios", true));
+        let as_views = conform(&batch, &views).unwrap();
+        assert!(
+            Arc::ptr_eq(as_views.column(0), batch.column(0)),
+            "a column of the wanted type is not copied"
+        );
+        let os = as_views.column(1).as_any().downcast_ref::<StringViewArray>().unwrap();
+        assert_eq!((os.value(0), os.is_null(1)), ("ios", true));
         assert_eq!(conformed.column(3).null_count(), 2);
         assert!(conformed.column(4).as_any().downcast_ref::<Int64Array>().is_some());
         assert_eq!(conformed.column(4).null_count(), 2);
@@ -145,7 +161,9 @@ mod tests {
 
     #[test]
     fn a_column_of_another_kind_is_refused_by_name() {
-        let output = output_schema(&Schema::new(vec![Field::new("mcc", DataType::Int64, true)])).unwrap();
+        let output =
+            output_schema(&Schema::new(vec![Field::new("mcc", DataType::Int64, true)]), DataType::Utf8)
+                .unwrap();
         let batch = RecordBatch::try_new(
             Arc::new(Schema::new(vec![Field::new("mcc", DataType::Utf8, true)])),
             vec![Arc::new(StringArray::from(vec!["250"]))],
@@ -157,6 +175,9 @@ mod tests {
             "{error}"
         );
         let unsupported = Schema::new(vec![Field::new("when", DataType::Date32, true)]);
-        assert!(matches!(output_schema(&unsupported), Err(FormatError::UnsupportedType { .. })));
+        assert!(matches!(
+            output_schema(&unsupported, DataType::Utf8),
+            Err(FormatError::UnsupportedType { .. })
+        ));
     }
 }

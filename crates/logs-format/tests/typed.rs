@@ -263,3 +263,49 @@ impl std::io::Write for SharedWriter {
         Ok(())
     }
 }
+
+#[test]
+fn parquet_encodes_a_large_batchs_columns_on_two_threads_and_keeps_their_order() {
+    let rows = 5000;
+    let texts: Vec<Option<String>> =
+        (0..rows).map(|i| (i % 7 != 0).then(|| format!("line {i}\n{}", "x".repeat(i % 300)))).collect();
+    let wide = batch(vec![
+        ("error", Arc::new(StringViewArray::from_iter(texts.iter().map(|t| t.as_deref()))) as ArrayRef),
+        ("id", Arc::new(UInt64Array::from_iter_values((0..rows as u64).map(|i| u64::MAX - i)))),
+        ("city", strings(&vec![Some("Zürich"); rows])),
+        ("mcc", Arc::new(Int64Array::from_iter((0..rows as i64).map(|i| (i % 3 != 0).then_some(i))))),
+    ]);
+    let output = encode_with(
+        Format::Parquet,
+        &wide.schema(),
+        &[wide.slice(0, 4000), wide.slice(4000, 1000)],
+        EncoderOptions::default(),
+    );
+    let batches = read_parquet(output);
+    let read = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(read.num_rows(), rows);
+    for column in 0..wide.num_columns() {
+        assert_eq!(texts_of(&read, column), texts_of(&wide, column), "column {column}");
+    }
+}
+
+fn texts_of(batch: &RecordBatch, column: usize) -> Vec<Option<String>> {
+    texts(std::slice::from_ref(batch), column)
+}
+
+#[test]
+fn arrow_writes_a_large_batch_as_messages_of_a_few_mib() {
+    let rows = 10_000;
+    let texts: Vec<String> = (0..rows).map(|i| format!("{i}:{}", "y".repeat(1000))).collect();
+    let large = batch(vec![
+        ("error", Arc::new(StringViewArray::from_iter_values(texts.iter())) as ArrayRef),
+        ("id", Arc::new(UInt64Array::from_iter_values(0..rows as u64))),
+    ]);
+    let output =
+        encode_with(Format::Arrow, &large.schema(), std::slice::from_ref(&large), EncoderOptions::default());
+    let batches = read_arrow(output);
+    assert!(batches.len() >= 4, "about 10 MB in messages of about 2 MiB: {} messages", batches.len());
+    let read = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(texts_of(&read, 0), texts_of(&large, 0));
+    assert_eq!(texts_of(&read, 1), texts_of(&large, 1));
+}
