@@ -61,6 +61,10 @@ impl Write for Sink {
     }
 }
 
+/// A column's dictionary is given up for plain values once it holds this many bytes: a column
+/// of nearly unique values (ids, times) stops being interned early in each row group.
+const DICTIONARY_BYTES: usize = 256 << 10;
+
 /// Below this many rows a batch's columns are encoded on the calling thread alone.
 const PARALLEL_ROWS: usize = 1024;
 
@@ -74,6 +78,7 @@ impl<W: Write> ParquetEncoder<W> {
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_statistics_enabled(EnabledStatistics::Page)
+            .set_dictionary_page_size_limit(DICTIONARY_BYTES)
             .build();
         let descriptor = ArrowSchemaConverter::new().convert(&schema).map_err(parquet_error)?;
         let file =
