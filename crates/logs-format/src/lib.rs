@@ -110,10 +110,11 @@
 //! # Parquet and Arrow
 //!
 //! Typed formats: each column keeps its type, in the form widely used readers take (pyarrow,
-//! pandas 1.5 and newer, Polars, DuckDB). Texts of any Arrow form are written as `Utf8`
-//! (Parquet: `BYTE_ARRAY` annotated `STRING`); integers, booleans and floats keep their Arrow
+//! pandas 1.5 and newer, Polars, DuckDB). Texts of any Arrow form are written as `Utf8` in
+//! Arrow, and as `BYTE_ARRAY` annotated `STRING` in Parquet (from the batch's own form, without
+//! the Arrow schema in the footer); integers, booleans and floats keep their Arrow
 //! type (`UInt64` is Parquet's `INT64` annotated unsigned); every column is nullable; a column
-//! of type `Null` is written as a `Utf8` column of nulls, and a batch column of type `Null` as
+//! of type `Null` is written as a text column of nulls, and a batch column of type `Null` as
 //! nulls of its field's type. Column names are used verbatim.
 //!
 //! - [`ParquetEncoder`]: one Parquet file, zstd-compressed, with statistics, the page index

@@ -80,9 +80,10 @@ pub(super) fn typed_record_schema(settings: &DocumentSettings) -> ObjectBuilder 
         "The columns of the Parquet and Arrow exports, with their types. Every column is nullable. A \
          string is Arrow `Utf8` (Parquet `BYTE_ARRAY` annotated `STRING`); a signed integer Arrow \
          `Int64` (Parquet `INT64`); `service_device_id` Arrow `UInt64` (Parquet `INT64` annotated \
-         unsigned): pyarrow and Polars read `uint64`, DuckDB `UBIGINT`, pandas `uint64` (or `Float64` \
-         where pandas turns a column with nulls into floats: read with `types_mapper` or \
-         `dtype_backend` to keep it exact). Timestamps are Unix seconds (`Int64`) and date-times \
+         unsigned): pyarrow and Polars read `uint64`, DuckDB `UBIGINT`, pandas `uint64` where the \
+         column has no null (pyarrow's `to_pandas` turns an integer column with nulls into \
+         `float64`, rounding ids above 2^53: read with `types_mapper=pandas.ArrowDtype` to keep it \
+         exact). Timestamps are Unix seconds (`Int64`) and date-times \
          strings, as in the other formats. A field the dataset does not hold is a column of nulls of \
          its declared type.",
     ));
