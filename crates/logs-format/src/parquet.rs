@@ -19,7 +19,7 @@ use crate::typed::{conform, output_schema};
 use crate::{EncoderOptions, Format, FormatError};
 
 /// The most rows in a row group.
-pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+pub const ROW_GROUP_ROWS: usize = 64 * 1024;
 
 /// A row group is closed once its encoded size reaches about this many bytes, whatever its
 /// rows: what an export holds in memory while it writes Parquet is about one row group.

@@ -54,7 +54,7 @@ pub(super) fn export_body(format: Format) -> (&'static str, &'static str, &'stat
             binary(
                 "One Parquet file: the columns of `TypedRecord` for the requested fields, in request \
                  order and named as requested; zstd, statistics, the page index, row groups of at most \
-                 131 072 rows written as the export goes, the footer last. Never gzipped (its pages are \
+                 65 536 rows written as the export goes, the footer last. Never gzipped (its pages are \
                  compressed). A failed export never ends with a valid footer.",
             )
             .into(),
