@@ -487,7 +487,7 @@ def main():
         "q3pq": Query("q3 narrow parquet 30d", NARROW, 30, fmt="parquet", target=0.5),
         "q1arrow": Query("q1 wide arrow 7d", WIDE, 7, fmt="arrow", target=0.6, against="q1"),
         "q2nd": Query("q2 wide ndjson 7d", WIDE, 7, fmt="ndjson", target=0.5),
-        "q2nda": Query("q2 wide ndjson 7d (arrival)", WIDE, 7, fmt="ndjson", dataset="arrival", target=0.6),
+        "q2nda": Query("q2 wide ndjson 7d (arr.)", WIDE, 7, fmt="ndjson", dataset="arrival", target=0.6),
     }
     tools = args.tools.split(",")
     wanted = args.queries.split(",")
