@@ -8,7 +8,6 @@ counts the requests and bytes each tool run made.
 """
 
 import argparse
-import csv
 import glob
 import hashlib
 import json
@@ -22,7 +21,9 @@ import subprocess
 import sys
 import time
 
+import formats
 import layouts
+from measure import digest_in_subprocess, remove_output, run_measured, size_of
 from bucket import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, Bucket, free_port
 
 WIDE = ["error_datetime", "error_name", "error_id", "error", "os_name", "os_version", "device_model",
@@ -42,9 +43,14 @@ def epoch(day, end=False):
 
 
 class Query:
-    def __init__(self, name, fields, days, fmt="csv", dimension="default", filters=(), dataset="main", target=0.8):
+    """An export query. `target`: the bound on ours / the fastest peer's wall time, or with
+    `against` (another query's key), on ours / our own time for that query in the same run."""
+
+    def __init__(self, name, fields, days, fmt="csv", dimension="default", filters=(), dataset="main", target=0.8,
+                 against=None):
         self.name, self.fields, self.days, self.fmt = name, fields, days, fmt
         self.dimension, self.filters, self.dataset, self.target = dimension, list(filters), dataset, target
+        self.against = against
 
     @property
     def time_column(self):
@@ -95,122 +101,44 @@ def listed_or_globbed(query, files):
 
 
 def peer_command(tool, query, files, out):
-    """A whole-process command for a peer tool."""
+    """A whole-process command for a peer tool, writing the query's format with its own writer
+    (formats.py)."""
     where = sql_where(query)
     sources = listed_or_globbed(query, files)
+    since, until = query.range()
     if tool == "duckdb":
-        fmt = "(FORMAT CSV, HEADER)" if query.fmt == "csv" else "(FORMAT JSON, ARRAY true)"
-        sql = f"COPY (SELECT {select_list(query)} FROM read_parquet({sources!r}) WHERE {where}) TO '{out}' {fmt}"
-        code = f"import duckdb; duckdb.connect().execute({sql!r})"
+        code = formats.duckdb_code(f"SELECT {select_list(query)} FROM read_parquet({sources!r}) WHERE {where}",
+                                   query.fmt, out)
     elif tool == "polars":
-        since, until = query.range()
         filt = f"(pl.col('{query.time_column}') >= {since}) & (pl.col('{query.time_column}') <= {until})"
         for k, v in query.filters:
             filt += f" & (pl.col('{k}') == '{v}')"
         cols = ", ".join(f"pl.lit({APP}).alias('application_id')" if f == "application_id" else f"pl.col('{f}')"
                          for f in query.fields)
-        sink = f"sink_csv('{out}')" if query.fmt == "csv" else f"sink_ndjson('{out}')"
-        code = (f"import polars as pl; pl.scan_parquet({sources!r}, missing_columns='insert')"
-                f".filter({filt}).select({cols}).{sink}")
+        code = formats.polars_code(f"pl.scan_parquet({sources!r}, missing_columns='insert')"
+                                   f".filter({filt}).select({cols})", query.fmt, out)
     elif tool == "chdb":
-        fmt = "CSVWithNames" if query.fmt == "csv" else "JSONEachRow"
         dates = sorted({os.path.basename(os.path.dirname(f)).split("=", 1)[1] for f in files})
         app_folder = os.path.dirname(os.path.dirname(files[0]))
         pattern = f"{app_folder}/date={{{','.join(dates)}}}/*.parquet"
-        sql = (f"SELECT {select_list(query, '`')} FROM file('{pattern}', Parquet) WHERE {where} "
-               f"SETTINGS format_csv_null_representation = '' INTO OUTFILE '{out}' FORMAT {fmt}")
-        code = f"import chdb; chdb.query({sql!r})"
+        code = formats.chdb_code(f"SELECT {select_list(query, '`')} FROM file('{pattern}', Parquet) WHERE {where}",
+                                 query.fmt, out)
     elif tool == "datafusion":
-        write = "write_csv" if query.fmt == "csv" else "write_json"
-        options = ", with_header=True" if query.fmt == "csv" else ""
         app_folder = os.path.dirname(os.path.dirname(files[0])) + "/"
-        sql = f"SELECT {select_list(query)} FROM t WHERE {where}"
-        code = (f"import datafusion as d; ctx = d.SessionContext(); "
-                f"ctx.register_listing_table('t', {app_folder!r}, file_extension='.parquet', "
-                f"table_partition_cols=[('date', 'string')]); ctx.sql({sql!r}).{write}({out!r}{options})")
+        setup = (f"import datafusion as d; ctx = d.SessionContext(); "
+                 f"ctx.register_listing_table('t', {app_folder!r}, file_extension='.parquet', "
+                 f"table_partition_cols=[('date', 'string')])")
+        code = formats.datafusion_code(setup, f"SELECT {select_list(query)} FROM t WHERE {where}", query.fmt, out)
+    elif tool == "pyarrow":
+        filt = f"(pc.field('{query.time_column}') >= {since}) & (pc.field('{query.time_column}') <= {until})"
+        for k, v in query.filters:
+            filt += f" & (pc.field('{k}') == '{v}')"
+        cols = "{" + ", ".join(f"'{f}': pc.scalar({APP})" if f == "application_id" else f"'{f}': pc.field('{f}')"
+                               for f in query.fields) + "}"
+        code = formats.pyarrow_code(sources, cols, filt, query.fmt, out)
     else:
         raise ValueError(tool)
     return [sys.executable, "-c", code]
-
-
-def run_measured(command, out=None, env=None):
-    """Runs a command as its own process (after removing its output file `out`, if any): wall
-    seconds, CPU seconds, peak RSS in MiB."""
-    if out is not None:
-        remove_output(out)
-    # Write back the previous runs' outputs first, so that their writeback does not land on
-    # this run (each query writes gigabytes; without this the same tool varied by ±40%).
-    os.sync()
-    started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    stderr = proc.stderr.read().decode(errors="replace")
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{command[:3]} failed: {stderr[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
-
-
-def remove_output(out):
-    if os.path.isdir(out):
-        shutil.rmtree(out)
-    elif os.path.exists(out):
-        os.remove(out)
-
-
-def output_files(out):
-    if os.path.isdir(out):
-        return sorted(p for p in glob.glob(os.path.join(out, "*")) if os.path.isfile(p))
-    return [out]
-
-
-def canonical_rows(out, fmt, fields):
-    """The rows of an output as a sorted list of tuples of text ('' for null or empty)."""
-    rows = []
-    text = lambda v: "" if v is None else str(v)
-    for path in output_files(out):
-        if fmt == "csv":
-            with open(path, newline="", encoding="utf-8-sig") as f:
-                reader = csv.reader(f)
-                header = next(reader, None)
-                if header is None:
-                    continue
-                index = [header.index(name) for name in fields]
-                rows.extend(tuple(r[i] for i in index) for r in reader)
-        else:
-            with open(path, encoding="utf-8-sig") as f:
-                content = f.read()
-            stripped = content.lstrip()
-            if stripped.startswith("{\"data\""):
-                records = json.loads(content)["data"]
-            elif stripped.startswith("["):
-                records = json.loads(content)
-            else:
-                records = [json.loads(line) for line in content.splitlines() if line.strip()]
-            rows.extend(tuple(text(r.get(name)) for name in fields) for r in records)
-    rows.sort()
-    return rows
-
-
-def digest(rows):
-    h = hashlib.sha256()
-    for r in rows:
-        h.update("\x1f".join(r).encode())
-        h.update(b"\x1e")
-    return h.hexdigest()[:16], len(rows)
-
-
-def digest_in_subprocess(out, fmt, fields):
-    """The digest of an output's rows, computed in a child process, so that this process stays
-    small: a child forked from a large parent would report the parent's pages as its peak RSS."""
-    result = subprocess.run([sys.executable, __file__, "--digest", out, fmt, ",".join(fields)],
-                            check=True, capture_output=True, text=True)
-    value, count = result.stdout.split()
-    return value, int(count)
-
-
-def size_of(out):
-    return sum(os.path.getsize(p) for p in output_files(out))
 
 
 def pick_error_id(files):
@@ -374,7 +302,10 @@ BUCKET_QUERIES = "q1,q2,q3,q4,q5,q1s,q4s"
 # Ours / the fastest peer, reading through the delaying proxy; the other queries are printed
 # without a target.
 BUCKET_TARGETS = {"q1": 0.8, "q4": 0.5, "q1s": 0.6, "q4s": 0.5}
-FOLDER_QUERIES = "q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a,q1g,q5g,q1s,q2s,q3s,q4s,q5s"
+FORMAT_QUERIES = ("q1pq", "q3pq", "q1arrow", "q2nd", "q2nda")
+FOLDER_QUERIES = ("q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a,q1g,q5g,q1s,q2s,q3s,q4s,q5s,"
+                  + ",".join(FORMAT_QUERIES) + ",q1x10pq")
+FOLDER_TOOLS = "logs,duckdb,polars,chdb,datafusion,pyarrow"
 
 
 
@@ -497,7 +428,8 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--queries", help=f"default: {FOLDER_QUERIES}; with --store s3: "
                    + BUCKET_QUERIES)
-    p.add_argument("--tools", help="default: logs,duckdb,polars,chdb,datafusion; with --store s3: " + BUCKET_TOOLS)
+    p.add_argument("--tools", help=f"default: {FOLDER_TOOLS} (each query with the tools that write its format); "
+                   "with --store s3: " + BUCKET_TOOLS)
     p.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out"))
     p.add_argument("--store", choices=["folder", "s3"], default="folder",
                    help="read the datasets from their folders (default) or from a local S3 server")
@@ -509,9 +441,10 @@ def main():
     if args.queries is None:
         args.queries = BUCKET_QUERIES if s3 else FOLDER_QUERIES
     if args.tools is None:
-        args.tools = BUCKET_TOOLS if s3 else "logs,duckdb,polars,chdb,datafusion"
+        args.tools = BUCKET_TOOLS if s3 else FOLDER_TOOLS
     if s3:
-        unsupported = [k for k in args.queries.split(",") if k in ("q1floor", "http", "q1x10")]
+        unsupported = [k for k in args.queries.split(",") if k in ("q1floor", "http", "q1x10", "q1x10pq")
+                       or k in FORMAT_QUERIES]
         if unsupported:
             p.error(f"--store s3 runs the export queries only, not {','.join(unsupported)}")
         if not args.delay_proxy:
@@ -526,14 +459,14 @@ def main():
     point = [("error_id", point_id), ("os_name", "android")]
     queries = {
         "q1": Query("q1 wide csv 7d", WIDE, 7),
-        "q2": Query("q2 wide json 7d", WIDE, 7, fmt="json"),
+        "q2": Query("q2 wide json 7d", WIDE, 7, fmt="json", target=0.5),
         "q3": Query("q3 narrow csv 30d", NARROW, 30),
         "q4": Query("q4 point csv (ours)", ALL, 30, filters=point, target=0.25),
         "q4p": Query("q4 point csv (pyarrow)", ALL, 30, filters=point, dataset="pyarrow", target=0.6),
         "q5": Query("q5 wide csv receive", WIDE, 7, dimension="receive"),
         # The same queries on the files another tool wrote in arrival order.
         "q1a": Query("q1 wide csv 7d (arrival)", WIDE, 7, dataset="arrival", target=0.7),
-        "q2a": Query("q2 wide json 7d (arrival)", WIDE, 7, fmt="json", dataset="arrival", target=0.7),
+        "q2a": Query("q2 wide json 7d (arrival)", WIDE, 7, fmt="json", dataset="arrival", target=0.6),
         "q3a": Query("q3 narrow csv 30d (arrival)", NARROW, 30, dataset="arrival", target=0.7),
         "q4a": Query("q4 point csv (arrival)", ALL, 30, filters=point, dataset="arrival", target=0.8),
         "q5a": Query("q5 wide csv receive (arr.)", WIDE, 7, dimension="receive", dataset="arrival", target=0.7),
@@ -547,9 +480,21 @@ def main():
         "q3s": Query("q3 narrow csv 30d (stream)", NARROW, 30, dataset="streaming", target=0.6),
         "q4s": Query("q4 point csv (stream)", ALL, 30, filters=point, dataset="streaming", target=0.7),
         "q5s": Query("q5 wide csv recv (stream)", WIDE, 7, dimension="receive", dataset="streaming", target=0.6),
+        # The formats for analysis, each peer with its own writer (formats.py): q1 and q3 as
+        # Parquet, q1 as Arrow IPC (its target against our own q1 CSV, which runs with it), q2
+        # as NDJSON on our files and on the arrival-order ones.
+        "q1pq": Query("q1 wide parquet 7d", WIDE, 7, fmt="parquet", target=0.5),
+        "q3pq": Query("q3 narrow parquet 30d", NARROW, 30, fmt="parquet", target=0.5),
+        "q1arrow": Query("q1 wide arrow 7d", WIDE, 7, fmt="arrow", target=0.6, against="q1"),
+        "q2nd": Query("q2 wide ndjson 7d", WIDE, 7, fmt="ndjson", target=0.5),
+        "q2nda": Query("q2 wide ndjson 7d (arr.)", WIDE, 7, fmt="ndjson", dataset="arrival", target=0.6),
     }
     tools = args.tools.split(",")
     wanted = args.queries.split(",")
+    for key in list(wanted):
+        against = queries[key].against if key in queries else None
+        if against and against not in wanted:
+            wanted.insert(wanted.index(key), against)  # the reference runs in the same run
     results = {}
     extra = {}
     bucket = None
@@ -579,19 +524,10 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
         if key == "http":
             extra["http"] = http_bench(args, queries["q1"], datasets["main"])
             continue
-        if key == "q1x10":
-            # Target 6: the same export from a dataset ten times larger (ten times the rows out).
-            q = queries["q1"]
-            root = ensure_large(args, args.rows * 10)
-            out = os.path.join(args.out_dir, "q1x10.csv")
-            cmd = [args.logs, "export", "--data", root, "--output", out, f"errors.csv?{q.query_string()}"]
-            runs = []
-            for _ in range(args.repeat):
-                runs.append(run_measured(cmd, out) + (size_of(out),))
-                os.remove(out)
-            extra["q1x10"] = runs
-            print(f"\nq1 on {args.rows * 10} rows (ten times the export): wall {median(runs, 0):.2f} s, "
-                  f"peak {max(r[2] for r in runs):.0f} MiB, {median(runs, 3) / 1e9:.1f} GB out")
+        if key in ("q1x10", "q1x10pq"):
+            # The same export from a dataset ten times larger (ten times the rows out), as CSV
+            # and as Parquet.
+            extra[key] = large_export(args, queries["q1pq" if key == "q1x10pq" else "q1"])
             continue
         if key == "q1floor":
             q = queries["q1"]
@@ -604,7 +540,8 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
         q = queries[key]
         root = datasets[q.dataset]
         files = files_for(root, q)
-        measured = {t: [] for t in tools}
+        # Each query with the tools that write its format (from the bucket: every tool, CSV or JSON).
+        measured = {t: [] for t in tools if bucket is not None or formats.has_writer(t, q.fmt)}
         digests = {}
         # The point exports take well under a second per run, so a run that lands on the
         # machine's noise (the first touch of memory another process just freed costs several
@@ -612,7 +549,7 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
         # (not from the bucket, where every run waits for its requests' latency).
         rounds = max(args.repeat, 7) if q.filters and bucket is None else args.repeat
         for i in range(rounds):
-            for tool in (tools if i % 2 == 0 else list(reversed(tools))):
+            for tool in (list(measured) if i % 2 == 0 else list(reversed(measured))):
                 out = os.path.join(args.out_dir, f"{key}-{tool}.{q.fmt}")
                 data = root if bucket is None else bucket.url(root)
                 if tool == "logs":
@@ -633,7 +570,8 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
                     digests[tool] = digest_in_subprocess(out, q.fmt, q.fields)
                 remove_output(out)  # outputs add up to tens of GB otherwise
         results[key] = (q, measured, digests)
-        print_query(q, measured, digests, floor if key == "q1" else None)
+        print_query(q, measured, digests, floor if key == "q1" else None,
+                    results[q.against][1]["logs"] if q.against in results and "logs" in measured else None)
         if key == "q4a" and args.match_floor and bucket is None:
             # q4a's own limit: reading and decompressing only the pages that hold a matching
             # row, in every column (benches/src/bin/match-floor.rs), on two threads.
@@ -651,11 +589,34 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
             print(explain_storage(args, bucket, root, q))
 
 
+def large_export(args, q):
+    """Ours only: `q` from a dataset ten times larger (ten times the rows out): its runs, and
+    whether a Parquet output holds the rows DuckDB counts in the same files."""
+    root = ensure_large(args, args.rows * 10)
+    out = os.path.join(args.out_dir, f"{q.name.split()[0]}x10.{q.fmt}")
+    cmd = [args.logs, "export", "--data", root, "--output", out, f"errors.{q.fmt}?{q.query_string()}"]
+    runs = []
+    for i in range(args.repeat):
+        runs.append(run_measured(cmd, out) + (size_of(out),))
+        if i == 0 and q.fmt == "parquet":
+            code = ("import duckdb, formats, sys; print(formats.row_count(sys.argv[1]), duckdb.connect().execute("
+                    f"{f'SELECT count(*) FROM read_parquet({files_for(root, q)!r}) WHERE {sql_where(q)}'!r})"
+                    ".fetchone()[0])")
+            written, expected = subprocess.run([sys.executable, "-c", code, out], check=True, capture_output=True,
+                                               text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.split()
+            same = written == expected
+        os.remove(out)
+    rows = f"; {written} rows, DuckDB counts {expected}" if q.fmt == "parquet" else ""
+    print(f"\n{q.name} on {args.rows * 10} rows (ten times the export): wall {median(runs, 0):.2f} s, "
+          f"peak {max(r[2] for r in runs):.0f} MiB, {median(runs, 3) / 1e9:.2f} GB out{rows}")
+    return runs, same if q.fmt == "parquet" else None
+
+
 def median(runs, i):
     return statistics.median(r[i] for r in runs)
 
 
-def print_query(q, measured, digests, floor):
+def print_query(q, measured, digests, floor, against_runs=None):
     ours = median(measured["logs"], 0) if "logs" in measured else None
     bucket = any(len(r[0]) > 4 for r in measured.values())
     print(f"\n{q.name}: {q.query_string()}")
@@ -671,6 +632,9 @@ def print_query(q, measured, digests, floor):
               f"{median(runs, 3) / 1e6:10.1f}{digests[tool][1]:10d}  {digests[tool][0]}{ratio}{fetched}{same}")
     if floor:
         print(f"decode-only floor (logs export --explain): {floor:.2f} s; ours/floor {ours / floor:.2f}")
+    if against_runs:
+        theirs = median(against_runs, 0)
+        print(f"ours for {q.against} (same run): {theirs:.2f} s; ours here / it {ours / theirs:.2f}")
 
 
 def summary(results, floor, extra):
@@ -684,13 +648,36 @@ def summary(results, floor, extra):
               f"{'MET' if ok else 'NOT MET'}")
     if "q1x10" in extra and "q1" in results:
         small = max(r[2] for r in results["q1"][1]["logs"])
-        large = max(r[2] for r in extra["q1x10"])
+        large = max(r[2] for r in extra["q1x10"][0])
         ok = large <= 256 and large <= small * 1.25
         ok_all &= ok
         print(f"  {'q1 x10 rows: peak RSS':<26} {large:.0f} MiB vs {small:.0f} MiB for q1 (target: <= 256 and "
               f"within 25%: the same export peaks ±12% from run to run)  {'MET' if ok else 'NOT MET'}")
+    if "q1x10pq" in extra:
+        runs, same = extra["q1x10pq"]
+        large = max(r[2] for r in runs)
+        ok = large <= 256 and same
+        ok_all &= ok
+        print(f"  {'q1 x10 rows as Parquet':<26} peak {large:.0f} MiB (target <= 256); the rows DuckDB counts: {same}  "
+              f"{'MET' if ok else 'NOT MET'}")
     for key, (q, measured, digests) in results.items():
         if "logs" not in measured:
+            continue
+        if q.against:
+            ours = median(measured["logs"], 0)
+            peak = max(r[2] for r in measured["logs"])
+            same = all(d == digests["logs"] for d in digests.values())
+            if q.against not in results or "logs" not in results[q.against][1]:
+                print(f"  {q.name:<26} ours {ours:6.2f} s; {q.against} did not run with ours: no ratio  NOT MET")
+                ok_all = False
+                continue
+            theirs = median(results[q.against][1]["logs"], 0)
+            peers = ", ".join(f"{t} {median(r, 0):.2f} s" for t, r in measured.items() if t != "logs")
+            ok = ours / theirs <= q.target and same and peak <= 256
+            ok_all &= ok
+            print(f"  {q.name:<26} ours {ours:6.2f} s vs ours for {q.against} {theirs:6.2f} s = {ours / theirs:4.2f} "
+                  f"(target <= {q.target}); peak {peak:.0f} MiB (<= 256); same rows: {same}"
+                  f"{'; peers ' + peers if peers else ''}  {'MET' if ok else 'NOT MET'}")
             continue
         if len(measured) < 2:
             # No peer ran: only our bound on peak RSS.
@@ -739,7 +726,5 @@ def prepare(logs, data_dir, rows):
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--prepare":
         prepare(*sys.argv[2:])
-    elif len(sys.argv) == 5 and sys.argv[1] == "--digest":
-        print(*digest(canonical_rows(sys.argv[2], sys.argv[3], sys.argv[4].split(","))))
     else:
         main()
