@@ -332,7 +332,7 @@ fn one_day(rows: u64) -> tempfile::TempDir {
     data
 }
 
-/// A prepared Parquet export of 300,000 rows with long texts (about 28 MB, three row groups):
+/// A prepared Parquet export of 300,000 rows with long texts (about 28 MB, five row groups):
 /// pyarrow over fsspec's HTTP file system, with the `Authorization` header, reads the footer
 /// and two small columns of the second row group through ranges (fsspec's `cache_type="none"`:
 /// without it, fsspec reads 5 MiB ahead of each read), and the server sends under a tenth of
@@ -350,7 +350,7 @@ fn a_prepared_parquet_export_is_read_through_ranges_without_downloading_it_whole
     let report = &reports(&output)[0];
     assert_eq!(report["rows"], 300_000, "{report}");
     assert!(report["row_groups"].as_u64().unwrap() >= 3, "{report}");
-    assert_eq!(report["read_rows"], 131_072, "{report}");
+    assert_eq!(report["read_rows"], logs_format::ROW_GROUP_ROWS as u64, "{report}");
     assert_eq!(report["equal"], true, "{report}");
     let size = report["size"].as_u64().unwrap();
     assert!(size > 20_000_000, "{report}");
@@ -370,7 +370,7 @@ fn a_prepared_parquet_export_is_read_through_ranges_without_downloading_it_whole
 
 /// Application 1001's first day of 150,000 records in 15 files of 10,000, the last one with its
 /// pages damaged and its footer intact: an export of the day fails after its first 140,000
-/// rows, more than a Parquet row group (131,072 rows), are out (as in
+/// rows, more than a Parquet row group (65,536 rows), are out (as in
 /// `crates/logs-server/tests/formats.rs`, with more rows).
 fn dataset_failing_at_its_last_file() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
