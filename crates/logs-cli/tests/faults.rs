@@ -399,14 +399,8 @@ fn a_typed_export_that_fails_on_stdout_ends_broken() {
     let folder = dir.path().join("application_id=1001/date=2026-10-01");
     let mut files = entries(&folder);
     files.sort();
-    // The last file's first column chunks damaged, its footer and page index whole: the
-    // export fails once the other files' rows are out.
-    let last = files.last().unwrap();
-    let mut bytes = std::fs::read(last).unwrap();
-    let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
-    let data_end = bytes.len() - 8 - footer;
-    bytes[4..data_end / 2].fill(0xA5);
-    std::fs::write(last, bytes).unwrap();
+    // The export fails once the other files' rows are out.
+    logs_testkit::damage_pages(files.last().unwrap());
     for format in [logs_format::Format::Ndjson, logs_format::Format::Parquet, logs_format::Format::Arrow] {
         let target = format!(
             "errors.{format}?application_id=1001&date_since=2026-10-01&date_until=2026-10-01&fields=error_id,error"

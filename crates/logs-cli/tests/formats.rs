@@ -14,7 +14,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::Stdio;
 
 use common::python::{Readers, run_script_with};
@@ -384,18 +383,8 @@ fn dataset_failing_at_its_last_file() -> tempfile::TempDir {
     let folder = dir.path().join("application_id=1001/date=2026-10-01");
     let mut files: Vec<_> = std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    damage_pages(files.last().unwrap());
+    logs_testkit::damage_pages(files.last().unwrap());
     dir
-}
-
-/// Overwrites the first half of a Parquet file's column chunks, leaving its footer (and the
-/// page index before it) whole.
-fn damage_pages(file: &Path) {
-    let mut bytes = std::fs::read(file).unwrap();
-    let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
-    let data_end = bytes.len() - 8 - footer;
-    bytes[4..data_end / 2].fill(0xA5);
-    std::fs::write(file, bytes).unwrap();
 }
 
 /// An export that fails after its first bytes (`skip_unavailable_shards` off, the default),

@@ -188,13 +188,7 @@ fn dataset_failing_at_its_last_file() -> tempfile::TempDir {
     let folder = dir.path().join("application_id=1001/date=2026-10-01");
     let mut files: Vec<_> = std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    let last = files.last().unwrap();
-    let mut bytes = std::fs::read(last).unwrap();
-    let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
-    let data_end = bytes.len() - 8 - footer;
-    // The first half of the column chunks: the page index, before the footer, stays whole.
-    bytes[4..data_end / 2].fill(0xA5);
-    std::fs::write(last, bytes).unwrap();
+    logs_testkit::damage_pages(files.last().unwrap());
     dir
 }
 

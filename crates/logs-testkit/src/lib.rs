@@ -30,6 +30,17 @@ pub mod python;
 pub mod s3;
 pub mod writer;
 
+/// Overwrites the first half of a Parquet file's column chunks, leaving its footer and the
+/// page index before it whole: its footer checks pass, and reading its pages fails, so that an
+/// export fails after the rows of the files before it are out.
+pub fn damage_pages(file: &std::path::Path) {
+    let mut bytes = std::fs::read(file).expect("read the file to damage");
+    let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().expect("4 bytes"));
+    let data_end = bytes.len() - 8 - footer as usize;
+    bytes[4..data_end / 2].fill(0xA5);
+    std::fs::write(file, bytes).expect("write the damaged file");
+}
+
 /// A free port of `127.0.0.1`, for a server started at once (and, for a replica, restarted on
 /// it). It comes from below the kernel's ephemeral range: a port the kernel handed out and got
 /// back could be handed out again, before the server binds it, as any outgoing connection's
