@@ -1,8 +1,10 @@
 //! `logs-cluster`: the one command that brings up replicas behind a balancer on loopback, as
 //! the replica tests do — an S3 server (moto) with a generated dataset, N `logs serve`
 //! replicas over that bucket sharing one spool, and haproxy in front with
-//! `deploy/haproxy.cfg`. It prints a token and curl commands through the balancer, and stops
-//! everything on Ctrl-C. Run it with `deploy/cluster` (which builds `logs` first).
+//! `deploy/haproxy.cfg`. With `--oidc`, a real OpenID provider too (`logs_testkit::oidc`),
+//! which every replica checks access tokens against. It prints a token and curl commands
+//! through the balancer, and stops everything on Ctrl-C. Run it with `deploy/cluster` (which
+//! builds `logs` first).
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -10,7 +12,8 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use clap::Parser;
-use logs_testkit::cluster::{Cluster, ClusterOptions, DATASET, SPOOL};
+use logs_testkit::cluster::{Cluster, ClusterOidc, ClusterOptions, DATASET, SPOOL};
+use logs_testkit::oidc::{Applications, Client, OidcProvider, ProviderConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,6 +36,11 @@ struct Args {
     /// How often the balancer asks each replica's /readyz (a stopping replica drains for 4 of these).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     check_interval: Duration,
+    /// Start an OpenID provider (npm's oidc-provider, on loopback) and give every replica
+    /// `--oidc-issuer` and `--oidc-audience`; the provider's client `cluster` gets tokens for
+    /// every application.
+    #[arg(long)]
+    oidc: bool,
     /// The `logs` binary (default: the one beside this program).
     #[arg(long)]
     logs: Option<PathBuf>,
@@ -72,6 +80,22 @@ fn main() -> ExitCode {
     options.check_interval = args.check_interval;
     options.listen = Some(args.listen);
     options.max_keys = 1000;
+    let provider = args.oidc.then(|| {
+        println!("starting the OpenID provider…");
+        let key = logs_testkit::oidc::genkey("RS256", "cluster-1");
+        let mut user = Client::new("cluster", "RS256", Applications::All);
+        user.client_secret = random_token();
+        let mut service = Client::new("logs-export", "RS256", Applications::Ids(Vec::new()));
+        service.client_secret = random_token();
+        let provider = OidcProvider::start(ProviderConfig::new(vec![key], vec![user, service.clone()]));
+        options.oidc = Some(ClusterOidc {
+            issuer: provider.issuer(),
+            audience: provider.audience(),
+            client_id: service.client_id,
+            client_secret: service.client_secret,
+        });
+        provider
+    });
     println!("starting moto, {} replicas and haproxy…", options.replicas);
     let cluster = Cluster::start(options);
 
@@ -94,6 +118,9 @@ fn main() -> ExitCode {
         cluster.balancer().admin_url(),
         logs_testkit::haproxy::version()
     );
+    if let Some(provider) = &provider {
+        println!("OpenID provider    {}   token endpoint {}", provider.issuer(), provider.token_endpoint());
+    }
     println!();
     println!("Token (service:read and service:write on every application):");
     println!();
@@ -107,6 +134,27 @@ fn main() -> ExitCode {
         "    curl -H 'Authorization: OAuth {token}' '{}/logs/v1/export/errors.csv?{query}'",
         cluster.url()
     );
+    if let Some(provider) = &provider {
+        let client = &provider.config().clients[0];
+        println!();
+        println!("A JWT access token from the OpenID provider (client credentials), then an export with it:");
+        println!();
+        println!(
+            "    TOKEN=$(curl -s -u '{}:{}' -d grant_type=client_credentials -d 'resource={}' \\\n        \
+             --data-urlencode 'scope=service:read service:write' '{}' \\\n        \
+             | python3 -c 'import json, sys; print(json.load(sys.stdin)[\"access_token\"])')",
+            client.client_id,
+            client.client_secret,
+            provider.audience(),
+            provider.token_endpoint()
+        );
+        println!(
+            "    curl -H \"Authorization: Bearer $TOKEN\" '{}/logs/v1/export/errors.csv?{query}'",
+            cluster.url()
+        );
+        println!();
+        println!("Without resource=…, the provider issues an opaque token, which the replicas introspect.");
+    }
     println!();
     println!("A prepared export (202 until it is ready, then the file; any replica serves it):");
     println!();
@@ -130,6 +178,7 @@ fn main() -> ExitCode {
     });
     println!("stopping…");
     drop(cluster);
+    drop(provider);
     ExitCode::SUCCESS
 }
 
