@@ -277,18 +277,16 @@ impl OidcProvider {
             .iter()
             .find(|c| c.client_id == client_id)
             .ok_or_else(|| format!("no client {client_id} in the provider's configuration"))?;
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
-            "{}:{}",
-            url_encode(&client.client_id),
-            url_encode(&client.client_secret)
-        ));
+        let credentials = format!("{}:{}", url_encode(&client.client_id), url_encode(&client.client_secret));
+        let authorization =
+            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(credentials));
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let response = crate::http::exchange(
             self.addr(),
             "POST",
             path,
             &[
-                ("Authorization", &format!("Basic {basic}")),
+                ("Authorization", authorization.as_str()),
                 ("Content-Type", "application/x-www-form-urlencoded"),
                 ("Accept", "application/json"),
             ],
@@ -428,7 +426,7 @@ fn npm_dir() -> PathBuf {
 /// is not three base64url parts with JSON in the first two.
 pub fn jwt_parts(token: &str) -> Option<(Value, Value)> {
     let parts: Vec<&str> = token.split('.').collect();
-    let [header, claims, _signature] = parts[..] else { return None };
+    let &[header, claims, _signature] = parts.as_slice() else { return None };
     let decode = |part: &str| -> Option<Value> {
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).ok()?;
         serde_json::from_slice(&bytes).ok()
