@@ -18,6 +18,7 @@ use logs_server::service::{
 };
 
 use crate::Failure;
+use crate::oidc::OidcArgs;
 use crate::store::S3Args;
 
 #[derive(Debug, Args)]
@@ -37,8 +38,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
 
-    /// The tokens file (TOML), reloaded when it changes and on SIGHUP. Without it and
-    /// without --introspection-url, a token is generated for this run and printed.
+    /// The tokens file (TOML), reloaded when it changes and on SIGHUP. Without it, without
+    /// --introspection-url and without --oidc-issuer, a token is generated for this run and printed.
     #[arg(long, env = "LOGS_TOKENS")]
     tokens: Option<PathBuf>,
     /// How often the tokens file is checked for changes.
@@ -50,8 +51,9 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_INTROSPECTION_URL", requires = "introspection_credentials")]
     introspection_url: Option<url::Url>,
     /// A TOML file with `client_id = "…"` and `client_secret = "…"` for the introspection
-    /// endpoint (HTTP Basic).
-    #[arg(long, env = "LOGS_INTROSPECTION_CREDENTIALS", requires = "introspection_url")]
+    /// endpoint (HTTP Basic). With --oidc-issuer and without --introspection-url, opaque
+    /// tokens are introspected at the endpoint the provider's discovery document names.
+    #[arg(long, env = "LOGS_INTROSPECTION_CREDENTIALS")]
     introspection_credentials: Option<PathBuf>,
     /// The longest wait for the identity provider (then 503).
     #[arg(long, env = "LOGS_INTROSPECTION_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
@@ -69,8 +71,10 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_INTROSPECTION_APPLICATIONS_CLAIM", default_value = "applications")]
     introspection_applications_claim: String,
     /// A TOML file granting applications by `client_id` or `sub`, for answers without the claim.
-    #[arg(long, env = "LOGS_INTROSPECTION_GRANTS", requires = "introspection_url")]
+    #[arg(long, env = "LOGS_INTROSPECTION_GRANTS", requires = "introspection_credentials")]
     introspection_grants: Option<PathBuf>,
+    #[command(flatten)]
+    oidc: OidcArgs,
 
     /// Exports running at once, in all (more: 503).
     #[arg(long, env = "LOGS_MAX_EXPORTS", default_value_t = 8)]
@@ -305,8 +309,16 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         max_spilled_exports: args.max_spilled_exports,
         ..Settings::default()
     };
+    if args.introspection_credentials.is_some()
+        && args.introspection_url.is_none()
+        && args.oidc.issuer().is_none()
+    {
+        return Err(Failure::Usage(
+            "--introspection-credentials needs --introspection-url, or --oidc-issuer to discover the endpoint".into(),
+        ));
+    }
     let introspection = match (&args.introspection_url, &args.introspection_credentials) {
-        (Some(url), Some(credentials)) => Some(IntrospectionFiles {
+        (url, Some(credentials)) => Some(IntrospectionFiles {
             url: url.clone(),
             credentials: credentials.clone(),
             grants: args.introspection_grants.clone(),
@@ -329,6 +341,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         admin_listen: args.admin_listen,
         tokens,
         introspection,
+        oidc: args.oidc.files(),
         settings,
         header_read_timeout: args.header_read_timeout,
         write_timeout: args.write_timeout,
@@ -352,7 +365,7 @@ fn print_try_it(token: &str, address: SocketAddr, target: &str) {
         address
     };
     println!(
-        "\nNo token source is configured (--tokens, --introspection-url), so this run accepts one \
+        "\nNo token source is configured (--tokens, --introspection-url, --oidc-issuer), so this run accepts one \
          generated token,\nwith scopes {READ_SCOPE} and {WRITE_SCOPE} on every application:\n\n    {token}\n\n\
          Try it:\n\n    curl -H 'Authorization: OAuth {token}' 'http://{host}{target}'\n"
     );

@@ -38,6 +38,9 @@ pub enum AuthProblem {
     Expired,
     /// A token in the query string, in the parameter named here.
     InQuery(String),
+    /// A token refused for the reason named (for the metrics only: the answer is the same as
+    /// for [`AuthProblem::Invalid`], so that it tells an attacker nothing).
+    Refused(&'static str),
 }
 
 /// Everything that can go wrong with a request, as categories.
@@ -183,7 +186,7 @@ impl ApiError {
                 "the Authorization header must be `OAuth <token>` (or `Bearer <token>`)",
             )
             .challenge(Some("invalid_token"), ""),
-            ApiError::Unauthenticated(AuthProblem::Invalid) => Problem::new(
+            ApiError::Unauthenticated(AuthProblem::Invalid | AuthProblem::Refused(_)) => Problem::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_token",
                 "the access token is not valid (unknown, revoked or expired)",

@@ -54,6 +54,6 @@ impl Principal {
 pub fn is_token_syntax(token: &str) -> bool {
     let body = token.trim_end_matches('=');
     !body.is_empty()
-        && token.len() <= 4096
+        && token.len() <= super::jwt::MAX_TOKEN_BYTES
         && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }
