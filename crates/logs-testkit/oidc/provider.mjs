@@ -48,7 +48,7 @@ function serve(config) {
       grant_types: ['client_credentials'],
       redirect_uris: [],
       response_types: [],
-      scope: c.scope,
+      ...(c.scope ? { scope: c.scope } : {}),
       // Checked against the keys even for clients that never get an ID token.
       id_token_signed_response_alg: c.alg,
     })),
@@ -56,7 +56,8 @@ function serve(config) {
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
-      introspection: { enabled: true },
+      // Any client that authenticates may introspect any token (the service is one).
+      introspection: { enabled: true, allowedPolicy: async () => true },
       resourceIndicators: {
         enabled: true,
         // No resource asked for: no resource server, so an opaque token.
