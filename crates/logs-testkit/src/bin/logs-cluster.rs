@@ -11,6 +11,12 @@ use std::time::Duration;
 
 use clap::Parser;
 use logs_testkit::cluster::{Cluster, ClusterOptions, DATASET, SPOOL};
+use logs_testkit::oidc::{Client, OidcProvider, ProviderConfig};
+
+/// The audience of the provider's tokens for the replicas (`--oidc-audience`).
+const AUDIENCE: &str = "https://logs.example/api";
+/// The provider's one client: client credentials, both scopes, every application.
+const CLIENT_ID: &str = "cluster-client";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,6 +39,10 @@ struct Args {
     /// How often the balancer asks each replica's /readyz (a stopping replica drains for 4 of these).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     check_interval: Duration,
+    /// Also start a real OpenID provider (npm's oidc-provider, installed on first use) and
+    /// have the replicas accept its JWT access tokens (`--oidc-issuer`, `--oidc-audience`).
+    #[arg(long)]
+    oidc: bool,
     /// The `logs` binary (default: the one beside this program).
     #[arg(long)]
     logs: Option<PathBuf>,
@@ -69,6 +79,14 @@ fn main() -> ExitCode {
     options.replicas = usize::from(args.replicas);
     options.tokens = vec![("cluster".to_owned(), token.clone())];
     options.flags = args.serve_flags.clone();
+    let provider = args.oidc.then(|| {
+        println!("starting the OpenID provider (npm's oidc-provider; installed on first use)…");
+        let provider = OidcProvider::start(provider_config());
+        options
+            .flags
+            .extend(["--oidc-issuer", &provider.issuer(), "--oidc-audience", AUDIENCE].map(str::to_owned));
+        provider
+    });
     options.check_interval = args.check_interval;
     options.listen = Some(args.listen);
     options.max_keys = 1000;
@@ -116,6 +134,9 @@ fn main() -> ExitCode {
         cluster.url()
     );
     println!();
+    if let Some(provider) = &provider {
+        print_oidc(provider, &cluster.url(), query);
+    }
     println!("Stop a replica (kill -TERM <pid>) or kill it (kill -9 <pid>) and watch the stats page.");
     println!("Ctrl-C stops everything and deletes {}.", folder.path().display());
 
@@ -130,6 +151,7 @@ fn main() -> ExitCode {
     });
     println!("stopping…");
     drop(cluster);
+    drop(provider);
     ExitCode::SUCCESS
 }
 
@@ -140,4 +162,32 @@ fn random_token() -> String {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .expect("read /dev/urandom");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One ES256 key and one client, [`CLIENT_ID`], with a random secret.
+fn provider_config() -> ProviderConfig {
+    let client = Client {
+        client_id: CLIENT_ID.into(),
+        client_secret: random_token(),
+        scope: "service:read service:write".into(),
+        applications: serde_json::json!("*"),
+        alg: "ES256".into(),
+    };
+    let keys = vec![OidcProvider::genkey("ES256", "cluster-1")];
+    ProviderConfig::new(keys, vec![client], AUDIENCE, "https://other.example/api")
+}
+
+/// How to get a token from the provider and export with it.
+fn print_oidc(provider: &OidcProvider, balancer: &str, query: &str) {
+    let secret = &provider.config().clients[0].client_secret;
+    println!("OpenID provider    {}   (oidc-provider; client {CLIENT_ID})", provider.issuer());
+    println!();
+    println!("Get a JWT access token from it, as a client does, and export with it:");
+    println!();
+    println!(
+        "    TOKEN=$(curl -s -u '{CLIENT_ID}:{secret}' -d grant_type=client_credentials \\\n                 -d 'scope=service:read service:write' -d 'resource={AUDIENCE}' {}/token \\\n                 | python3 -c 'import json, sys; print(json.load(sys.stdin)[\"access_token\"])')",
+        provider.issuer()
+    );
+    println!("    curl -H \"Authorization: Bearer $TOKEN\" '{balancer}/logs/v1/export/errors.csv?{query}'");
+    println!();
 }
