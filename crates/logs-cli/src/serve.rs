@@ -11,7 +11,7 @@ use logs_core::{DatasetLocation, EngineConfig};
 use crate::cursor::{CursorArgs, WithoutKeyFile};
 use crate::units::{parse_duration, parse_size};
 use logs_server::Settings;
-use logs_server::auth::{READ_SCOPE, WRITE_SCOPE};
+use logs_server::auth::{ForwardedHeader, READ_SCOPE, TrustedProxies, WRITE_SCOPE};
 use logs_server::prepared::{PreparePolicy, PreparedConfig};
 use logs_server::service::{
     IntrospectionFiles, Service, ServiceConfig, ServiceError, Tokens, reload_on_sighup, stop_signal,
@@ -75,6 +75,21 @@ pub struct ServeArgs {
     introspection_grants: Option<PathBuf>,
     #[command(flatten)]
     oidc: OidcArgs,
+
+    /// 401s from one client address within --auth-failure-window after which its requests
+    /// are refused (429) until the window ends; 0 turns the limit off.
+    #[arg(long, env = "LOGS_AUTH_FAILURE_LIMIT", default_value_t = 20)]
+    auth_failure_limit: u32,
+    /// The window of --auth-failure-limit.
+    #[arg(long, env = "LOGS_AUTH_FAILURE_WINDOW", default_value = "1m", value_parser = parse_duration)]
+    auth_failure_window: Duration,
+    /// Proxies (addresses or CIDR blocks, separated by commas) whose --forwarded-header names
+    /// the client, for the failed-authentication limit and the access log.
+    #[arg(long, env = "LOGS_TRUSTED_PROXIES", default_value = "", value_name = "LIST")]
+    trusted_proxies: String,
+    /// The header the trusted proxies write: `x-forwarded-for` or `forwarded` (RFC 7239).
+    #[arg(long, env = "LOGS_FORWARDED_HEADER", default_value = "x-forwarded-for", value_name = "NAME")]
+    forwarded_header: String,
 
     /// Exports running at once, in all (more: 503).
     #[arg(long, env = "LOGS_MAX_EXPORTS", default_value_t = 8)]
@@ -307,6 +322,9 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         spill_dir: args.spill_dir.clone(),
         max_spill_bytes: args.max_spill_size as u64,
         max_spilled_exports: args.max_spilled_exports,
+        trusted_proxies: trusted_proxies(args)?,
+        auth_failure_limit: args.auth_failure_limit,
+        auth_failure_window: args.auth_failure_window,
         ..Settings::default()
     };
     if args.introspection_credentials.is_some()
@@ -350,6 +368,12 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         prepared: args.prepared.config()?,
         ..ServiceConfig::new(data)
     })
+}
+
+fn trusted_proxies(args: &ServeArgs) -> Result<TrustedProxies, Failure> {
+    let usage = |e: logs_server::ConfigError| Failure::Usage(e.to_string());
+    let header = args.forwarded_header.parse::<ForwardedHeader>().map_err(usage)?;
+    TrustedProxies::parse(&args.trusted_proxies, header).map_err(usage)
 }
 
 /// Invalid configuration is bad usage (exit 2); anything that could not be read or done, a

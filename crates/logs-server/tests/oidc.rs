@@ -36,7 +36,10 @@ async fn service(issuer: &str, tweak: impl FnOnce(&mut OidcConfig)) -> TestServe
     keys.refresh().await;
     let auth = token_auth().with_jwt(Arc::new(JwtVerifier::new(keys)));
     let engine = engine(small_dataset(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
-    let state = AppState::new(engine, auth, Settings::default()).await.unwrap();
+    // The refusals here come from one address: the failed-authentication limit is off
+    // (tests/failed_auth.rs tests it).
+    let settings = Settings { auth_failure_limit: 0, ..Settings::default() };
+    let state = AppState::new(engine, auth, settings).await.unwrap();
     TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await
 }
 

@@ -4,7 +4,7 @@
 //! tests start the same, and stop, kill and start its replicas again.
 //!
 //! Every replica is given the same dataset (`s3://logs/dataset`), spool (`s3://logs/spool`),
-//! tokens file and flags; its API and admin listeners keep their ports across restarts, which
+//! tokens file and flags (and trusts the balancer's `X-Forwarded-For`); its API and admin listeners keep their ports across restarts, which
 //! is where the balancer looks for it.
 
 use std::net::SocketAddr;
@@ -213,6 +213,9 @@ impl Cluster {
                         &tokens_file.display().to_string(),
                         "--drain-delay",
                         &format!("{}ms", drain_delay.as_millis()),
+                        // The balancer, whose X-Forwarded-For names the client.
+                        "--trusted-proxies",
+                        "127.0.0.1",
                     ]
                     .map(str::to_owned),
                 );

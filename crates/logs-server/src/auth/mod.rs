@@ -11,6 +11,8 @@
 //! hashes, lookups go by hash, the introspection cache is keyed by hash. JWT access tokens of
 //! an OpenID provider ([`jwt`]) are checked here with the provider's keys ([`oidc`]).
 
+pub mod client;
+pub mod failures;
 pub mod introspection;
 pub mod jwt;
 pub mod oidc;
@@ -18,6 +20,7 @@ mod principal;
 pub mod tokens_file;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::middleware::Next;
@@ -26,9 +29,11 @@ use http::request::Parts;
 use http::{HeaderMap, header};
 
 use crate::error::{ApiError, AuthProblem};
-use crate::log::RequestLog;
+use crate::log::{ClientAddr, RequestLog};
 use crate::metrics::{IntrospectionFigures, Metrics, OidcFigures, TokenSourceFigures, TokensFileFigures};
 
+pub use client::{ForwardedHeader, TrustedProxies};
+pub use failures::{ClientGate, FailureLimit};
 pub use introspection::{IntrospectionConfig, Introspector};
 pub use jwt::{JwtVerifier, MAX_TOKEN_BYTES};
 pub use oidc::{OidcConfig, ProviderKeys};
@@ -198,43 +203,60 @@ impl Authenticator {
     }
 }
 
-/// The authorization middleware (see the module documentation).
+/// The authorization middleware (see the module documentation). Every 401 it answers counts
+/// against the client's address ([`failures`]); an address over the limit gets 429 before
+/// its token is looked at.
 pub(crate) async fn require_token(
     State(auth): State<Authenticator>,
     State(metrics): State<Arc<Metrics>>,
+    State(gate): State<Arc<ClientGate>>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+    let refuse = |reason: &'static str, error: ApiError| {
+        metrics.auth_failure(reason);
+        if let Some(ip) = client
+            && matches!(error, ApiError::Unauthenticated(_))
+        {
+            gate.failures().record(ip, Instant::now());
+        }
+        error.into_response()
+    };
     if let Some(parameter) = token_in_query(request.uri().query()) {
-        metrics.auth_failure("token_in_query");
-        return ApiError::Unauthenticated(AuthProblem::InQuery(parameter)).into_response();
+        return refuse("token_in_query", ApiError::Unauthenticated(AuthProblem::InQuery(parameter)));
     }
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
     if route.is_some_and(|route| PUBLIC_ROUTES.contains(&route.as_str())) {
         return next.run(request).await;
     }
+    if let Some(ip) = client
+        && let Err(retry_after) = gate.failures().check(ip, Instant::now())
+    {
+        return refuse("too_many_failures", ApiError::TooManyFailedAuthentications { retry_after });
+    }
     let token = match token_from_headers(request.headers()) {
         Ok(token) => token,
         Err(problem) => {
-            metrics.auth_failure(match problem {
+            let reason = match problem {
                 AuthProblem::Missing => "missing",
                 AuthProblem::Refused(reason) => reason,
                 _ => "malformed",
-            });
-            return ApiError::Unauthenticated(problem).into_response();
+            };
+            return refuse(reason, ApiError::Unauthenticated(problem));
         }
     };
     let hash = TokenHash::of(&token);
     let principal = match auth.authenticate_hashed(&token, hash).await {
         Ok(principal) => principal,
         Err(e) => {
-            metrics.auth_failure(match &e {
+            let reason = match &e {
                 ApiError::Unauthenticated(AuthProblem::Expired) => "expired",
                 ApiError::Unauthenticated(AuthProblem::Refused(reason)) => reason,
                 ApiError::Unauthenticated(_) => "invalid",
                 _ => "provider_unavailable",
-            });
-            return e.into_response();
+            };
+            return refuse(reason, e);
         }
     };
     if let Some(log) = request.extensions().get::<Arc<RequestLog>>() {
