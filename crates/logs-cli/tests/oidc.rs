@@ -36,6 +36,7 @@ fn provider_config() -> ProviderConfig {
 struct Server {
     child: Child,
     base: String,
+    admin: String,
     log: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -66,7 +67,16 @@ fn start(provider: &OidcProvider, introspect: bool) -> Server {
     let log = dir.path().join("stderr.log");
     let issuer = provider.issuer();
     let mut child = logs_command()
-        .args(["serve", "--listen", "127.0.0.1:0", "--log", "debug", "--data"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log",
+            "debug",
+            "--data",
+        ])
         .arg(testdata())
         .args(["--oidc-issuer", &issuer, "--oidc-audience", AUDIENCE, "--oidc-jwks-min-interval", "200ms"])
         .args(if introspect {
@@ -78,12 +88,17 @@ fn start(provider: &OidcProvider, introspect: bool) -> Server {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let line = stdout.lines().map_while(Result::ok).find(|l| l.starts_with("logs serve: serving"));
-    let line = line
-        .unwrap_or_else(|| panic!("logs serve did not start:\n{}", std::fs::read_to_string(&log).unwrap()));
-    let base = line.rsplit(' ').next().unwrap().to_owned();
-    Server { child, base, log, _dir: dir }
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let mut next = |prefix: &str| {
+        let line = lines.find(|l| l.starts_with(prefix));
+        let line = line.unwrap_or_else(|| {
+            panic!("logs serve did not start:\n{}", std::fs::read_to_string(&log).unwrap())
+        });
+        line.rsplit(' ').next().unwrap().to_owned()
+    };
+    let base = next("logs serve: serving");
+    let admin = next("metrics:").trim_end_matches("/metrics").to_owned();
+    Server { child, base, admin, log, _dir: dir }
 }
 
 async fn get(server: &Server, token: &str) -> (u16, String) {
@@ -94,6 +109,11 @@ async fn get(server: &Server, token: &str) -> (u16, String) {
         .send()
         .await
         .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+async fn readyz(server: &Server) -> (u16, String) {
+    let response = reqwest::get(format!("{}/readyz", server.admin)).await.unwrap();
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
@@ -143,8 +163,13 @@ async fn a_provider_down_at_start_is_503_until_it_answers_then_its_tokens_work()
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("identity_provider_unavailable"), "{body}");
     }
+    // A balancer sends it nothing meanwhile.
+    let (status, body) = readyz(&server).await;
+    assert_eq!(status, 503);
+    assert!(body.contains("identity_provider"), "{body}");
     provider.restart(config);
     eventually("the provider's keys are fetched", async || get(&server, &jwt).await.0 == 200).await;
+    eventually("the replica is ready", async || readyz(&server).await.0 == 200).await;
     let logged = server.stop();
     assert!(logged.contains("cannot fetch the OpenID provider's keys"), "the outage is logged");
 }
