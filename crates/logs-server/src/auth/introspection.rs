@@ -261,14 +261,7 @@ impl Introspector {
             if !status.is_success() {
                 return Err(format!("the provider answered HTTP {status}"));
             }
-            let mut answer = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| describe_reqwest_error(&e))? {
-                if answer.len() + chunk.len() > MAX_ANSWER_BYTES {
-                    return Err(format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"));
-                }
-                answer.extend_from_slice(&chunk);
-            }
-            Ok(answer)
+            read_body(&mut response, MAX_ANSWER_BYTES).await
         };
         let answer = tokio::time::timeout(self.config.timeout, exchange)
             .await
@@ -377,6 +370,18 @@ pub(crate) fn read_claim(claim: &Value) -> Option<Applications> {
 
 pub(crate) fn clean_name(name: &str) -> String {
     name.chars().filter(|c| !c.is_control()).take(64).collect()
+}
+
+/// An answer's body, refused beyond `max` bytes.
+pub(crate) async fn read_body(response: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| describe_reqwest_error(&e))? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("the answer is larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The error and its causes (reqwest's own message is terse), without the request body.

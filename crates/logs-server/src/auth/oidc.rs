@@ -22,7 +22,9 @@ use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 
-use super::introspection::{ApplicationGrants, check_provider_url, describe_reqwest_error, provider_client};
+use super::introspection::{
+    ApplicationGrants, check_provider_url, describe_reqwest_error, provider_client, read_body,
+};
 use crate::config::ConfigError;
 
 /// The largest discovery document or key set read.
@@ -291,13 +293,7 @@ impl ProviderKeys {
                 .get(http::header::CACHE_CONTROL)
                 .and_then(|v| v.to_str().ok())
                 .and_then(max_age);
-            let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| describe_reqwest_error(&e))? {
-                if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-                    return Err(format!("{url} answered more than {MAX_ANSWER_BYTES} bytes"));
-                }
-                body.extend_from_slice(&chunk);
-            }
+            let body = read_body(&mut response, MAX_ANSWER_BYTES).await.map_err(|e| format!("{url}: {e}"))?;
             let document =
                 serde_json::from_slice(&body).map_err(|e| format!("{url} answered no JSON: {e}"))?;
             Ok((document, max_age))
