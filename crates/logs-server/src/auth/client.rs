@@ -19,7 +19,7 @@ use axum::response::Response;
 use http::HeaderMap;
 use ipnet::IpNet;
 
-use super::failures::ClientGate;
+use super::failures::FailureLimit;
 use crate::config::ConfigError;
 use crate::log::{ClientAddr, PeerAddr};
 
@@ -129,6 +129,28 @@ fn forwarded_hop(element: &str) -> Option<IpAddr> {
         name.trim().eq_ignore_ascii_case("for").then(|| value.trim().trim_matches('"'))
     })?;
     xff_hop(value)
+}
+
+/// What the middlewares need to know about clients: whose forwarding headers to believe, and
+/// the failed-authentication limit.
+#[derive(Debug)]
+pub struct ClientGate {
+    proxies: TrustedProxies,
+    failures: FailureLimit,
+}
+
+impl ClientGate {
+    pub fn new(proxies: TrustedProxies, failures: FailureLimit) -> ClientGate {
+        ClientGate { proxies, failures }
+    }
+
+    pub fn proxies(&self) -> &TrustedProxies {
+        &self.proxies
+    }
+
+    pub fn failures(&self) -> &FailureLimit {
+        &self.failures
+    }
 }
 
 /// The middleware that puts [`ClientAddr`] into each request that came over a connection.

@@ -12,8 +12,6 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::client::TrustedProxies;
-
 /// The most addresses tracked at once.
 pub const MAX_TRACKED: usize = 100_000;
 
@@ -103,28 +101,6 @@ impl FailureLimit {
             let cut = *cut;
             windows.retain(|_, w| w.started > cut);
         }
-    }
-}
-
-/// What the middlewares need to know about clients: whose forwarding headers to believe, and
-/// the failed-authentication limit.
-#[derive(Debug)]
-pub struct ClientGate {
-    proxies: TrustedProxies,
-    failures: FailureLimit,
-}
-
-impl ClientGate {
-    pub fn new(proxies: TrustedProxies, failures: FailureLimit) -> ClientGate {
-        ClientGate { proxies, failures }
-    }
-
-    pub fn proxies(&self) -> &TrustedProxies {
-        &self.proxies
-    }
-
-    pub fn failures(&self) -> &FailureLimit {
-        &self.failures
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! The checks, in order; the first that fails refuses the token (401 `invalid_token`, the
 //! reason only in the metrics):
-//! 1. at most [`MAX_TOKEN_BYTES`] (checked with the `Authorization` header);
+//! 1. at most [`MAX_TOKEN_BYTES`](super::MAX_TOKEN_BYTES) (checked with the `Authorization` header);
 //! 2. the header: base64url JSON; `alg` one of [`ALGORITHMS`] (never `none`, never HMAC: a
 //!    token "signed" with the public key as an HMAC secret is refused here); no `jwk`, `jku`,
 //!    `x5u` or `x5c` (a token cannot bring its own key), no `crit`; `typ` one of the configured
@@ -30,9 +30,6 @@ use super::introspection::{clean_name, read_claim};
 use super::oidc::ProviderKeys;
 use super::principal::{Applications, Principal};
 use crate::error::{ApiError, AuthProblem};
-
-/// The longest token accepted, JWT or not (the `Authorization` header's limit is larger).
-pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
 /// The signature algorithms accepted: RSA, RSA-PSS, ECDSA and EdDSA.
 pub const ALGORITHMS: [Algorithm; 9] = [

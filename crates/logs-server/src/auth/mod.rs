@@ -32,12 +32,12 @@ use crate::error::{ApiError, AuthProblem};
 use crate::log::{ClientAddr, RequestLog};
 use crate::metrics::{IntrospectionFigures, Metrics, OidcFigures, TokenSourceFigures, TokensFileFigures};
 
-pub use client::{ForwardedHeader, TrustedProxies};
-pub use failures::{ClientGate, FailureLimit};
+pub use client::{ClientGate, ForwardedHeader, TrustedProxies};
+pub use failures::FailureLimit;
 pub use introspection::{IntrospectionConfig, Introspector};
-pub use jwt::{JwtVerifier, MAX_TOKEN_BYTES};
+pub use jwt::JwtVerifier;
 pub use oidc::{OidcConfig, ProviderKeys};
-pub use principal::{Applications, Principal, TokenHash, is_token_syntax};
+pub use principal::{Applications, MAX_TOKEN_BYTES, Principal, TokenHash, is_token_syntax};
 pub use tokens_file::{TokenSet, TokenStore};
 
 /// The scope the export and the applications list need.
