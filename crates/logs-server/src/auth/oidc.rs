@@ -260,10 +260,16 @@ impl ProviderKeys {
         }
     }
 
+    /// The key set at the discovered `jwks_uri`. A failure forgets the discovery document, so
+    /// that the next fetch reads it again (a provider that moved its keys needs no restart).
     async fn fetch(&self) -> Result<KeySet, String> {
         let endpoints = self.endpoints().await?;
-        let (document, max_age) = self.get(endpoints.jwks_uri.as_str()).await?;
-        let keys = read_key_set(&document)?;
+        let fetched = self.get(endpoints.jwks_uri.as_str()).await;
+        let keys = fetched.as_ref().map_err(Clone::clone).and_then(|(document, _)| read_key_set(document));
+        if keys.is_err() {
+            *self.endpoints.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        let (keys, max_age) = (keys?, fetched?.1);
         let fresh_for = max_age
             .unwrap_or(self.config.jwks_max_age)
             .clamp(self.config.jwks_min_interval, self.config.jwks_max_age);
