@@ -3,6 +3,7 @@
 mod cursor;
 mod export;
 mod generate;
+mod oidc;
 mod preallocate;
 mod serve;
 mod store;

@@ -11,13 +11,14 @@ use logs_core::{DatasetLocation, EngineConfig};
 use crate::cursor::{CursorArgs, WithoutKeyFile};
 use crate::units::{parse_duration, parse_size};
 use logs_server::Settings;
-use logs_server::auth::{READ_SCOPE, WRITE_SCOPE};
+use logs_server::auth::{ForwardedHeader, READ_SCOPE, TrustedProxies, WRITE_SCOPE};
 use logs_server::prepared::{PreparePolicy, PreparedConfig};
 use logs_server::service::{
     IntrospectionFiles, Service, ServiceConfig, ServiceError, Tokens, reload_on_sighup, stop_signal,
 };
 
 use crate::Failure;
+use crate::oidc::OidcArgs;
 use crate::store::S3Args;
 
 #[derive(Debug, Args)]
@@ -37,8 +38,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
 
-    /// The tokens file (TOML), reloaded when it changes and on SIGHUP. Without it and
-    /// without --introspection-url, a token is generated for this run and printed.
+    /// The tokens file (TOML), reloaded when it changes and on SIGHUP. Without it, without
+    /// --introspection-url and without --oidc-issuer, a token is generated for this run and printed.
     #[arg(long, env = "LOGS_TOKENS")]
     tokens: Option<PathBuf>,
     /// How often the tokens file is checked for changes.
@@ -50,8 +51,9 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_INTROSPECTION_URL", requires = "introspection_credentials")]
     introspection_url: Option<url::Url>,
     /// A TOML file with `client_id = "…"` and `client_secret = "…"` for the introspection
-    /// endpoint (HTTP Basic).
-    #[arg(long, env = "LOGS_INTROSPECTION_CREDENTIALS", requires = "introspection_url")]
+    /// endpoint (HTTP Basic). With --oidc-issuer and without --introspection-url, opaque
+    /// tokens are introspected at the endpoint the provider's discovery document names.
+    #[arg(long, env = "LOGS_INTROSPECTION_CREDENTIALS")]
     introspection_credentials: Option<PathBuf>,
     /// The longest wait for the identity provider (then 503).
     #[arg(long, env = "LOGS_INTROSPECTION_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
@@ -69,8 +71,25 @@ pub struct ServeArgs {
     #[arg(long, env = "LOGS_INTROSPECTION_APPLICATIONS_CLAIM", default_value = "applications")]
     introspection_applications_claim: String,
     /// A TOML file granting applications by `client_id` or `sub`, for answers without the claim.
-    #[arg(long, env = "LOGS_INTROSPECTION_GRANTS", requires = "introspection_url")]
+    #[arg(long, env = "LOGS_INTROSPECTION_GRANTS", requires = "introspection_credentials")]
     introspection_grants: Option<PathBuf>,
+    #[command(flatten)]
+    oidc: OidcArgs,
+
+    /// 401s from one client address within --auth-failure-window after which its requests
+    /// are refused (429) until the window ends; 0 turns the limit off.
+    #[arg(long, env = "LOGS_AUTH_FAILURE_LIMIT", default_value_t = 20)]
+    auth_failure_limit: u32,
+    /// The window of --auth-failure-limit.
+    #[arg(long, env = "LOGS_AUTH_FAILURE_WINDOW", default_value = "1m", value_parser = parse_duration)]
+    auth_failure_window: Duration,
+    /// Proxies (addresses or CIDR blocks, separated by commas) whose --forwarded-header names
+    /// the client, for the failed-authentication limit and the access log.
+    #[arg(long, env = "LOGS_TRUSTED_PROXIES", default_value = "", value_name = "LIST")]
+    trusted_proxies: String,
+    /// The header the trusted proxies write: `x-forwarded-for` or `forwarded` (RFC 7239).
+    #[arg(long, env = "LOGS_FORWARDED_HEADER", default_value = "x-forwarded-for", value_name = "NAME")]
+    forwarded_header: String,
 
     /// Exports running at once, in all (more: 503).
     #[arg(long, env = "LOGS_MAX_EXPORTS", default_value_t = 8)]
@@ -303,10 +322,21 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         spill_dir: args.spill_dir.clone(),
         max_spill_bytes: args.max_spill_size as u64,
         max_spilled_exports: args.max_spilled_exports,
+        trusted_proxies: trusted_proxies(args)?,
+        auth_failure_limit: args.auth_failure_limit,
+        auth_failure_window: args.auth_failure_window,
         ..Settings::default()
     };
+    if args.introspection_credentials.is_some()
+        && args.introspection_url.is_none()
+        && args.oidc.issuer().is_none()
+    {
+        return Err(Failure::Usage(
+            "--introspection-credentials needs --introspection-url, or --oidc-issuer to discover the endpoint".into(),
+        ));
+    }
     let introspection = match (&args.introspection_url, &args.introspection_credentials) {
-        (Some(url), Some(credentials)) => Some(IntrospectionFiles {
+        (url, Some(credentials)) => Some(IntrospectionFiles {
             url: url.clone(),
             credentials: credentials.clone(),
             grants: args.introspection_grants.clone(),
@@ -329,6 +359,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         admin_listen: args.admin_listen,
         tokens,
         introspection,
+        oidc: args.oidc.files(),
         settings,
         header_read_timeout: args.header_read_timeout,
         write_timeout: args.write_timeout,
@@ -337,6 +368,12 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         prepared: args.prepared.config()?,
         ..ServiceConfig::new(data)
     })
+}
+
+fn trusted_proxies(args: &ServeArgs) -> Result<TrustedProxies, Failure> {
+    let usage = |e: logs_server::ConfigError| Failure::Usage(e.to_string());
+    let header = args.forwarded_header.parse::<ForwardedHeader>().map_err(usage)?;
+    TrustedProxies::parse(&args.trusted_proxies, header).map_err(usage)
 }
 
 /// Invalid configuration is bad usage (exit 2); anything that could not be read or done, a
@@ -352,7 +389,7 @@ fn print_try_it(token: &str, address: SocketAddr, target: &str) {
         address
     };
     println!(
-        "\nNo token source is configured (--tokens, --introspection-url), so this run accepts one \
+        "\nNo token source is configured (--tokens, --introspection-url, --oidc-issuer), so this run accepts one \
          generated token,\nwith scopes {READ_SCOPE} and {WRITE_SCOPE} on every application:\n\n    {token}\n\n\
          Try it:\n\n    curl -H 'Authorization: OAuth {token}' 'http://{host}{target}'\n"
     );

@@ -181,6 +181,8 @@ pub fn run(args: Args) -> anyhow::Result<bool> {
                 max_exports: args.max_exports,
                 max_exports_per_token: args.max_exports_per_token,
                 chunk_queue: args.chunk_queue,
+                // The load's bad tokens all come from one address.
+                auth_failure_limit: 0,
                 ..Settings::default()
             };
             let server = InProcess::start(&data, config.clone(), settings, &tokens)?;

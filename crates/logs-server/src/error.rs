@@ -38,6 +38,9 @@ pub enum AuthProblem {
     Expired,
     /// A token in the query string, in the parameter named here.
     InQuery(String),
+    /// A token refused for the reason named (for the metrics only: the answer is the same as
+    /// for [`AuthProblem::Invalid`], so that it tells an attacker nothing).
+    Refused(&'static str),
 }
 
 /// Everything that can go wrong with a request, as categories.
@@ -66,6 +69,8 @@ pub enum ApiError {
     HeadersTooLarge { max: usize },
     /// This token already runs as many exports as it may (429).
     TooManyExports { max: usize, retry_after: Duration },
+    /// The client's address got too many 401s lately (429); its tokens are not checked.
+    TooManyFailedAuthentications { retry_after: Duration },
     /// The server already runs as many exports as it may (503).
     ServerBusy { retry_after: Duration },
     /// The identity provider could not be asked (503); the detail is for the log.
@@ -183,7 +188,7 @@ impl ApiError {
                 "the Authorization header must be `OAuth <token>` (or `Bearer <token>`)",
             )
             .challenge(Some("invalid_token"), ""),
-            ApiError::Unauthenticated(AuthProblem::Invalid) => Problem::new(
+            ApiError::Unauthenticated(AuthProblem::Invalid | AuthProblem::Refused(_)) => Problem::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_token",
                 "the access token is not valid (unknown, revoked or expired)",
@@ -248,6 +253,12 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_requests",
                 format!("this access token already runs {max} exports at once; retry when one has finished"),
+            )
+            .retry_after(*retry_after),
+            ApiError::TooManyFailedAuthentications { retry_after } => Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_failed_authentications",
+                "too many requests from this address failed authentication; retry later",
             )
             .retry_after(*retry_after),
             ApiError::ServerBusy { retry_after } => Problem::new(

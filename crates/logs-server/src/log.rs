@@ -51,6 +51,10 @@ const MAX_LOGGED_TARGET: usize = 2048;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 
+/// The client's address: the peer, or what a trusted proxy says (`auth::client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
 /// The rows of a response whose body is a whole prepared export: counted in the access log
 /// once the body has been sent whole (a response extension).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +96,7 @@ pub async fn access_log(State(metrics): State<Arc<Metrics>>, mut request: Reques
         method: request.method().clone(),
         target: redacted_target(request.uri()),
         peer: request.extensions().get::<PeerAddr>().map(|p| p.0),
+        client: request.extensions().get::<ClientAddr>().map(|c| c.0),
         started,
         log,
         status: 0,
@@ -178,6 +183,7 @@ struct Entry {
     method: Method,
     target: String,
     peer: Option<SocketAddr>,
+    client: Option<std::net::IpAddr>,
     started: Instant,
     log: Arc<RequestLog>,
     status: u16,
@@ -197,6 +203,7 @@ impl Entry {
     fn write(&self, span: &tracing::Span) {
         let token = self.log.token_name.get().map_or("-", String::as_str);
         let peer = self.peer.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+        let client = self.client.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
         let rows =
             self.log.rows.load(Ordering::Relaxed) + if self.complete { self.rows_when_complete } else { 0 };
         tracing::info!(
@@ -209,6 +216,7 @@ impl Entry {
             bytes = self.bytes,
             duration_ms = self.started.elapsed().as_millis() as u64,
             token,
+            client = %client,
             peer = %peer,
             complete = self.complete,
             "request"

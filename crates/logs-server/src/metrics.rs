@@ -137,6 +137,7 @@ impl Drop for RunningExport {
 pub struct TokenSourceFigures {
     pub tokens_file: Option<TokensFileFigures>,
     pub introspection: Option<IntrospectionFigures>,
+    pub oidc: Option<OidcFigures>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -153,6 +154,13 @@ pub struct IntrospectionFigures {
     pub errors: u64,
     pub cache_hits: u64,
     pub cache_entries: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OidcFigures {
+    pub fetches_ok: u64,
+    pub fetches_failed: u64,
+    pub keys: u64,
 }
 
 /// The Prometheus text exposition of every counter.
@@ -248,6 +256,17 @@ pub fn render(m: &Metrics, sources: &TokenSourceFigures) -> String {
             "Tokens in the cache now.",
             &plain(i.cache_entries),
         );
+    }
+    if let Some(o) = sources.oidc {
+        let results = [("ok", o.fetches_ok), ("error", o.fetches_failed)]
+            .map(|(result, n)| (format!("{{result=\"{result}\"}}"), n));
+        family(
+            "logs_oidc_key_fetches_total",
+            "counter",
+            "Fetches of the OpenID provider's keys (discovery and JWKS), by result.",
+            &results,
+        );
+        family("logs_oidc_keys", "gauge", "Signing keys of the OpenID provider cached now.", &plain(o.keys));
     }
     out
 }

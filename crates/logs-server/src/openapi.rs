@@ -189,7 +189,8 @@ the scope `service:read`; this document needs a valid token and no scope.\n\n\
 **Errors.** Every error answer has the JSON body `ErrorBody`; `location` names the parameter at \
 fault (a query parameter, or the path's `id`), when there is one. 5xx messages say little; the \
 details are in the server's log under the response's `x-request-id`. The order of checks: size \
-limits (414, 431) and the `Host` header (400 `bad_request`), the token (401), routing (404, 405), \
+limits (414, 431) and the `Host` header (400 `bad_request`), the failed-authentication limit of \
+the client's address (429 `too_many_failed_authentications`), the token (401), routing (404, 405), \
 scope (403), the parameters (400), the application (403, then 404 for one that does not exist), \
 the limits (429, 503), the data (503, 500). Another method than GET or HEAD on a route answers \
 405 (`MethodNotAllowed`, with `Allow`); an unknown path 404 (`NotFound`). HEAD is answered like \
@@ -348,7 +349,7 @@ fn openapi_operation() -> Operation {
         "Needs a valid token (any scope): like every route but `/healthz`, so that clients without a \
          token learn nothing about the routes. The same document is in the repository as \
          `docs/openapi.json`.",
-        &["400", "401", "414", "431", "503"],
+        &["400", "401", "414", "429", "431", "503"],
     )
     .response("200", ok)
     .build()

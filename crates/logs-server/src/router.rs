@@ -46,6 +46,7 @@ pub fn app(state: AppState) -> Router {
         .layer(map_request(identity_unless_gzip_accepted))
         .layer(from_fn_with_state(state.clone(), limits::check_request_size))
         .layer(from_fn_with_state(state.clone(), log::access_log))
+        .layer(from_fn_with_state(state.clone(), auth::client::resolve_client))
         .with_state(state);
     // axum adds `Allow` to whatever a route answers for a method it lacks, outside the route's
     // layers, the 401 included: strip it from everything but a 405, so that a client without a

@@ -21,7 +21,8 @@
 //!
 //! What `build` does, in order: opens the dataset and lists its root once (a missing bucket,
 //! refused credentials or an unreadable folder stop the start); makes the token sources (a
-//! tokens file, introspection, a fixed set, or one generated token); reads the dataset's
+//! tokens file, an OpenID provider's keys — fetched once, a provider down is not fatal —,
+//! introspection, a fixed set, or one generated token); reads the dataset's
 //! `applications.toml`; opens and sweeps the spool of prepared exports, if configured; binds the
 //! listeners. `run_until_stopped` serves the API (and the admin
 //! listener, if any), watches the tokens file, and on `stop` gives running exports
@@ -40,8 +41,8 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::auth::introspection::{ApplicationGrants, ClientCredentials};
 use crate::auth::{
-    Applications, Authenticator, IntrospectionConfig, Introspector, Principal, READ_SCOPE, TokenSet,
-    TokenStore, WRITE_SCOPE,
+    Applications, Authenticator, IntrospectionConfig, Introspector, JwtVerifier, OidcConfig, Principal,
+    ProviderKeys, READ_SCOPE, TokenSet, TokenStore, WRITE_SCOPE,
 };
 use crate::config::ConfigError;
 use crate::prepared::{Prepared, PreparedConfig};
@@ -65,6 +66,8 @@ pub struct ServiceConfig {
     pub tokens: Tokens,
     /// Token introspection (RFC 7662), asked about tokens the tokens file does not know.
     pub introspection: Option<IntrospectionFiles>,
+    /// JWT access tokens of an OpenID provider, checked with its keys.
+    pub oidc: Option<OidcFiles>,
     pub settings: Settings,
     /// The longest wait for a request's headers, and for the next request on an idle connection.
     pub header_read_timeout: Duration,
@@ -93,6 +96,7 @@ impl ServiceConfig {
             admin_listen: None,
             tokens: Tokens::Generated,
             introspection: None,
+            oidc: None,
             settings,
             header_read_timeout: options.header_read_timeout,
             write_timeout: options.write_timeout,
@@ -118,11 +122,23 @@ pub enum Tokens {
     None,
 }
 
+/// JWT access tokens of an OpenID provider: its settings, and the grants file as a path.
+#[derive(Debug, Clone)]
+pub struct OidcFiles {
+    /// The settings; their `grants` are read from `grants`.
+    pub settings: OidcConfig,
+    /// A TOML file granting applications by `client_id` or `sub`, for tokens without the
+    /// applications claim.
+    pub grants: Option<PathBuf>,
+}
+
 /// Introspection settings whose secrets are in files.
 #[derive(Debug, Clone)]
 pub struct IntrospectionFiles {
-    /// `https`, or `http` on a loopback address.
-    pub url: url::Url,
+    /// `https`, or `http` on a loopback address. `None`: the endpoint that the OpenID
+    /// provider's discovery document names (needs [`ServiceConfig::oidc`]; the provider must
+    /// answer when the service starts).
+    pub url: Option<url::Url>,
     /// A TOML file with `client_id` and `client_secret`.
     pub credentials: PathBuf,
     /// A TOML file granting applications by `client_id` or `sub`.
@@ -198,8 +214,12 @@ impl Service {
         let engine = Engine::open(config.data, config.engine).map_err(dataset)?;
         engine.check().await.map_err(dataset)?;
 
+        let jwt = match &config.oidc {
+            Some(files) => Some(Arc::new(jwt_verifier(files).await?)),
+            None => None,
+        };
         let introspector = match &config.introspection {
-            Some(files) => Some(Arc::new(introspector(files)?)),
+            Some(files) => Some(Arc::new(introspector(files, jwt.as_deref()).await?)),
             None => None,
         };
         let (store, tokens_file, generated_token) = match config.tokens {
@@ -208,7 +228,7 @@ impl Service {
                 (Some(Arc::clone(&store)), Some((store, reload_interval)), None)
             }
             Tokens::Fixed(set) => (Some(Arc::new(TokenStore::fixed(set))), None, None),
-            Tokens::Generated if introspector.is_none() => {
+            Tokens::Generated if introspector.is_none() && jwt.is_none() => {
                 let token = generate_token();
                 let principal = Principal {
                     name: "generated".into(),
@@ -219,10 +239,11 @@ impl Service {
             }
             Tokens::Generated | Tokens::None => (None, None, None),
         };
-        if store.is_none() && introspector.is_none() {
-            return Err(
-                ConfigError::Invalid("no token source: give a tokens file or introspection".into()).into()
-            );
+        if store.is_none() && introspector.is_none() && jwt.is_none() {
+            return Err(ConfigError::Invalid(
+                "no token source: give a tokens file, introspection or an OpenID provider".into(),
+            )
+            .into());
         }
         let options = ServeOptions {
             header_read_timeout: config.header_read_timeout,
@@ -230,7 +251,10 @@ impl Service {
             shutdown_timeout: config.shutdown_timeout,
             ..ServeOptions::for_settings(&config.settings)
         };
-        let auth = Authenticator::new(store, introspector);
+        let mut auth = Authenticator::new(store, introspector);
+        if let Some(jwt) = jwt {
+            auth = auth.with_jwt(jwt);
+        }
         let mut state = AppState::new(Arc::new(engine), auth, config.settings).await?;
         if let Some(prepared) = config.prepared {
             state = state.with_prepared(Prepared::open(prepared, &s3).await?);
@@ -346,9 +370,47 @@ async fn bind(what: &'static str, address: SocketAddr) -> Result<TcpListener, Se
     Ok(listener)
 }
 
-fn introspector(files: &IntrospectionFiles) -> Result<Introspector, ConfigError> {
+/// The JWT verifier, its keys fetched once now: a provider that does not answer is logged,
+/// not fatal (JWTs are answered 503 until its keys are fetched).
+async fn jwt_verifier(files: &OidcFiles) -> Result<JwtVerifier, ConfigError> {
+    let mut settings = files.settings.clone();
+    if let Some(grants) = &files.grants {
+        settings.grants = Some(ApplicationGrants::from_file(grants)?);
+    }
+    let keys = Arc::new(ProviderKeys::new(settings)?);
+    keys.refresh().await;
+    if keys.cached_keys() > 0 {
+        tracing::info!(issuer = %keys.config().issuer, keys = keys.cached_keys(), "fetched the OpenID provider's keys");
+    }
+    Ok(JwtVerifier::new(keys))
+}
+
+async fn introspector(
+    files: &IntrospectionFiles,
+    jwt: Option<&JwtVerifier>,
+) -> Result<Introspector, ConfigError> {
     let credentials = ClientCredentials::from_file(&files.credentials)?;
-    let mut config = IntrospectionConfig::new(files.url.clone(), credentials);
+    let url = match (&files.url, jwt) {
+        (Some(url), _) => url.clone(),
+        (None, Some(jwt)) => {
+            let endpoints = jwt.keys().endpoints().await.map_err(|e| {
+                ConfigError::Invalid(format!(
+                    "cannot find the introspection endpoint of the OpenID provider (give --introspection-url to start without it): {e}"
+                ))
+            })?;
+            endpoints.introspection_endpoint.ok_or_else(|| {
+                ConfigError::Invalid(
+                    "the OpenID provider's discovery document names no introspection_endpoint: give --introspection-url".into(),
+                )
+            })?
+        }
+        (None, None) => {
+            return Err(ConfigError::Invalid(
+                "introspection needs --introspection-url or --oidc-issuer".into(),
+            ));
+        }
+    };
+    let mut config = IntrospectionConfig::new(url, credentials);
     config.timeout = files.timeout;
     config.cache_entries = files.cache_entries;
     config.cache_ttl = files.cache_ttl;

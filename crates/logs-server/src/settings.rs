@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use logs_format::JsonIntegers;
 
+use crate::auth::TrustedProxies;
 use crate::config::ConfigError;
 
 /// Rows per Arrow batch for an engine that serves several exports at once (`logs serve`'s
@@ -49,13 +50,19 @@ pub struct Settings {
     pub max_spill_bytes: u64,
     /// The most exports holding a spill file at once.
     pub max_spilled_exports: usize,
+    /// The proxies whose forwarding header names the client (none: the peer is the client).
+    pub trusted_proxies: TrustedProxies,
+    /// 401s from one client address within `auth_failure_window` after which its requests
+    /// are refused (429) until the window ends; 0 turns the limit off.
+    pub auth_failure_limit: u32,
+    pub auth_failure_window: Duration,
 }
 
 impl Default for Settings {
     /// 8 exports at once, 2 per token; 8 KiB target, 16 KiB headers; 60 s to the first byte;
     /// 4 chunks queued; `Retry-After: 5`; gzip level 1; JSON integers as strings; readers
     /// waited for 10 minutes; spilling after 5 s of a full queue, to the temporary folder, 4 GiB
-    /// and 64 exports at most.
+    /// and 64 exports at most; no trusted proxy; 20 failed authentications per address and minute.
     fn default() -> Settings {
         Settings {
             max_exports: 8,
@@ -72,6 +79,9 @@ impl Default for Settings {
             spill_dir: None,
             max_spill_bytes: 4 << 30,
             max_spilled_exports: 64,
+            trusted_proxies: TrustedProxies::default(),
+            auth_failure_limit: 20,
+            auth_failure_window: Duration::from_secs(60),
         }
     }
 }
@@ -89,6 +99,7 @@ impl Settings {
             ((1..=9).contains(&self.gzip_level), "gzip_level must be from 1 to 9"),
             (!self.reader_idle_timeout.is_zero(), "reader_idle_timeout must be above zero"),
             (self.max_spilled_exports >= 1, "max_spilled_exports must be at least 1"),
+            (!self.auth_failure_window.is_zero(), "auth_failure_window must be above zero"),
         ];
         match checks.into_iter().find(|(ok, _)| !ok) {
             Some((_, message)) => Err(ConfigError::Invalid(message.to_owned())),

@@ -8,7 +8,7 @@ use axum::extract::FromRef;
 use logs_core::Engine;
 
 use crate::applications::ApplicationDirectory;
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, ClientGate, FailureLimit};
 use crate::config::ConfigError;
 use crate::export::pipeline::ExportRunner;
 use crate::limits::ExportLimiter;
@@ -36,6 +36,7 @@ struct Inner {
     prepared: Option<Arc<Prepared>>,
     readiness: Arc<Readiness>,
     spill: Arc<SpillQuota>,
+    clients: Arc<ClientGate>,
 }
 
 impl AppState {
@@ -63,6 +64,10 @@ impl AppState {
             settings.retry_after,
         ));
         let metrics = Arc::<Metrics>::default();
+        let clients = Arc::new(ClientGate::new(
+            settings.trusted_proxies.clone(),
+            FailureLimit::new(settings.auth_failure_limit, settings.auth_failure_window),
+        ));
         let runner = ExportRunner::new(
             Arc::clone(&engine),
             Arc::clone(&metrics),
@@ -82,6 +87,7 @@ impl AppState {
                 metrics,
                 prepared: None,
                 readiness: Arc::default(),
+                clients,
             }),
         })
     }
@@ -172,6 +178,12 @@ impl FromRef<AppState> for ReadyCheck {
             engine: Arc::clone(&state.inner.engine),
             auth: state.inner.auth.clone(),
         }
+    }
+}
+
+impl FromRef<AppState> for Arc<ClientGate> {
+    fn from_ref(state: &AppState) -> Arc<ClientGate> {
+        Arc::clone(&state.inner.clients)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The authorization matrix: every route × every kind of credential → the expected status and
 //! `error_type`, asserted cell by cell for GET and HEAD against the real server (tokens from a
-//! tokens file and from an identity provider served by the test on loopback). Then: no route
+//! tokens file and from an identity provider served by the test on loopback; then again with
+//! JWT access tokens of a real OpenID provider). Then: no route
 //! can skip the check — `PUBLIC_ROUTES` is exactly `/healthz`, every other path (real, made up,
 //! or disguised) answers 401 without a token for every method, and a handler that names its
 //! scope fails closed when it is mounted outside the authorization layer.
@@ -8,6 +9,8 @@
 //! To add a route: add a row to `MATRIX` (and its path to `PROTECTED` if it needs a token).
 
 mod common;
+#[path = "common/oidc.rs"]
+mod oidc_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,12 +22,15 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 use common::*;
 use http::{Method, StatusCode, header};
+use jsonwebtoken::Algorithm;
 use logs_core::EngineConfig;
 use logs_server::auth::introspection::{ClientCredentials, Secret};
 use logs_server::auth::{
-    Authenticator, IntrospectionConfig, Introspector, PUBLIC_ROUTES, ReadAccess, TokenSet, TokenStore,
+    Authenticator, IntrospectionConfig, Introspector, JwtVerifier, OidcConfig, PUBLIC_ROUTES, ProviderKeys,
+    ReadAccess, TokenSet, TokenStore,
 };
 use logs_server::{AppState, ServeOptions, Settings};
+use logs_testkit::oidc::OidcProvider;
 use serde_json::json;
 
 /// Read and write on every application, from the tokens file.
@@ -183,24 +189,32 @@ async fn matrix_state() -> AppState {
     let introspector = Arc::new(Introspector::new(config).unwrap());
     let auth = Authenticator::new(Some(Arc::new(tokens())), Some(introspector));
     let engine = engine(small_dataset(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
-    AppState::new(engine, auth, Settings::default()).await.unwrap()
+    AppState::new(engine, auth, matrix_settings()).await.unwrap()
+}
+
+/// The matrix asks for far more 401s from one address than the failed-authentication limit
+/// allows; that limit has tests of its own (tests/failed_auth.rs).
+fn matrix_settings() -> Settings {
+    Settings { auth_failure_limit: 0, ..Settings::default() }
 }
 
 // ---------------------------------------------------------------------------------------
 // The matrix
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_route_and_credential_gets_its_status() {
-    let state = matrix_state().await;
-    let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
+/// Every cell of [`MATRIX`], with the `Authorization` header that `header` gives each
+/// credential; the cells that differ.
+async fn cells_that_differ(
+    server: &TestServer,
+    header: impl Fn(Credential) -> Option<String>,
+) -> Vec<String> {
     let client = client();
     let mut failures = Vec::new();
     for (route, row) in MATRIX {
         for (credential, (status, error_type)) in CREDENTIALS.into_iter().zip(row) {
             for method in [Method::GET, Method::HEAD] {
                 let mut request = client.request(method.clone(), server.url(&target(route)));
-                if let Some(value) = credential.header() {
+                if let Some(value) = header(credential) {
                     request = request.header(header::AUTHORIZATION, value);
                 }
                 let response = request.send().await.unwrap();
@@ -246,10 +260,82 @@ async fn every_route_and_credential_gets_its_status() {
             }
         }
     }
+    failures
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_and_credential_gets_its_status() {
+    let state = matrix_state().await;
+    let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
+    let failures = cells_that_differ(&server, Credential::header).await;
     assert!(failures.is_empty(), "cells that differ:\n{}", failures.join("\n"));
     // The provider's answers were asked for, and none of them let anything through.
     let counters = state.auth().introspection().unwrap().counters();
     assert_eq!(counters.errors.load(std::sync::atomic::Ordering::SeqCst), 0);
+    server.stop().await;
+}
+
+/// The same matrix with JWT access tokens of a real OpenID provider (`logs_testkit::oidc`):
+/// each valid kind from its token endpoint; unknown, expired and "inactive" (a signature by
+/// another key under the set's `kid`) crafted, the expired one with the provider's own key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_and_jwt_credential_gets_its_status() {
+    let keys = oidc_support::keys();
+    let provider = OidcProvider::start(oidc_support::provider_config(&keys));
+    let issuer = provider.issuer();
+    let mut config = OidcConfig::new(&issuer, oidc_support::AUDIENCE);
+    config.timeout = Duration::from_secs(5);
+    let provider_keys = Arc::new(ProviderKeys::new(config).unwrap());
+    provider_keys.refresh().await;
+    let auth = Authenticator::default().with_jwt(Arc::new(JwtVerifier::new(provider_keys)));
+    let engine = engine(small_dataset(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
+    let state = AppState::new(engine, auth, matrix_settings()).await.unwrap();
+    let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
+
+    let audience = Some(oidc_support::AUDIENCE);
+    let read_write = oidc_support::READ_WRITE;
+    let valid = oidc_support::token(&provider, "rs256", audience, read_write).await;
+    let from_provider = oidc_support::token(&provider, "es256", audience, read_write).await;
+    let read_only = oidc_support::token(&provider, "reader", audience, "service:read").await;
+    let write_only = oidc_support::token(&provider, "writer", audience, "service:write").await;
+    let other_app = oidc_support::token(&provider, "app1002", audience, read_write).await;
+    let now = oidc_support::now();
+    let claims = json!({"iss": issuer, "aud": oidc_support::AUDIENCE, "exp": now + 300, "iat": now,
+                        "scope": read_write, "applications": "*", "client_id": "crafted"});
+    let real_key = (oidc_support::encoding_key(&keys[0]), Algorithm::RS256);
+    let attacker = oidc_support::encoding_key(&OidcProvider::genkey("RS256", "rsa-1"));
+    let header = |kid: &str| json!({"alg": "RS256", "typ": "at+jwt", "kid": kid});
+    let mut expired_claims = claims.clone();
+    expired_claims["exp"] = json!(now - 3600);
+    let expired = oidc_support::craft(&header("rsa-1"), &expired_claims, Some((&real_key.0, real_key.1)));
+    let unknown = oidc_support::craft(&header("nobody-1"), &claims, Some((&attacker, Algorithm::RS256)));
+    let forged = oidc_support::craft(&header("rsa-1"), &claims, Some((&attacker, Algorithm::RS256)));
+
+    let failures = cells_that_differ(&server, |credential| {
+        let token = match credential {
+            Credential::None => return None,
+            Credential::WrongScheme => return Some(format!("Basic {valid}")),
+            Credential::Malformed => return Some(format!("OAuth {valid} {valid}")),
+            Credential::Unknown => &unknown,
+            Credential::Expired => &expired,
+            Credential::Inactive => &forged,
+            Credential::ReadOnly => &read_only,
+            Credential::WriteOnly => &write_only,
+            Credential::OtherApplication => &other_app,
+            Credential::Valid => &valid,
+            Credential::ValidFromProvider => &from_provider,
+        };
+        Some(format!("Bearer {token}"))
+    })
+    .await;
+    assert!(failures.is_empty(), "cells that differ:\n{}", failures.join("\n"));
+    let text = state.metrics_text();
+    for reason in ["unknown_key", "expired", "signature"] {
+        assert!(
+            text.contains(&format!("logs_auth_failures_total{{reason=\"{reason}\"}}")),
+            "{reason}: {text}"
+        );
+    }
     server.stop().await;
 }
 

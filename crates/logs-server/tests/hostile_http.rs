@@ -35,7 +35,10 @@ impl Fixture {
     }
 
     async fn start_with(adjust: impl FnOnce(&mut ServeOptions)) -> Fixture {
-        let state = state(small_dataset(), Settings::default()).await;
+        // Many requests here are 401s from one address: the failed-authentication limit is
+        // off (tests/failed_auth.rs tests it).
+        let settings = Settings { auth_failure_limit: 0, ..Settings::default() };
+        let state = state(small_dataset(), settings).await;
         let mut options = ServeOptions::for_settings(state.settings());
         adjust(&mut options);
         let server = TestServer::start(state.clone(), options).await;

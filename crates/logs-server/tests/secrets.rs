@@ -103,7 +103,10 @@ async fn start() -> Service {
     config.timeout = Duration::from_secs(5);
     let auth = Authenticator::new(Some(store), Some(Arc::new(Introspector::new(config).unwrap())));
     let engine = engine(data.path(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
-    let settings = Settings { max_exports: 3, max_exports_per_token: 1, ..Settings::default() };
+    // Many of its requests are 401s from one address: the failed-authentication limit is off
+    // (tests/failed_auth.rs tests it).
+    let settings =
+        Settings { max_exports: 3, max_exports_per_token: 1, auth_failure_limit: 0, ..Settings::default() };
     let state = AppState::new(engine, auth, settings).await.unwrap();
     let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
     Service { server, _data: data, _tokens: tokens_dir }

@@ -1,136 +1,97 @@
-// A real OpenID provider (panva's oidc-provider) on 127.0.0.1 for logs-export's tests, and the
-// keys it signs with. Run by crates/logs-testkit/src/oidc.rs with NODE_PATH naming the
-// node_modules folder where `npm ci` installed this package's dependencies.
+// The OpenID provider of the tests: npm's oidc-provider (panva's, OpenID-certified), run on
+// loopback by crates/logs-testkit/src/oidc.rs. Two commands:
 //
-//   node provider.mjs genkey --alg RS256|PS256|ES256|EdDSA --kid K
-//     prints {kid, alg, private_jwk, private_pem (PKCS#8), public_jwk} as one JSON line.
-//   node provider.mjs serve --port P --config FILE
-//     serves issuer http://127.0.0.1:P, configured by FILE (see `serve` below), and prints
-//     `ready` once it listens.
+//   node provider.mjs genkey ALG KID      prints a new key pair as JSON
+//   node provider.mjs serve CONFIG.json   serves the provider; prints `ready` when listening
+//
+// The configuration (written by oidc.rs): `port`; `keys`, private JWKs in order (all are
+// published; a client's tokens are signed with the first key of its algorithm); `clients`,
+// each with `client_id`, `client_secret`, `scope`, `applications` (put into its access tokens
+// and introspection answers as the claim `applications_claim`) and `alg`; `resources`, the
+// resource indicators that get JWT access tokens (the first is the service's audience);
+// `access_token_ttl` in seconds. A token asked for without a resource is opaque (introspected).
 
-import * as crypto from 'node:crypto';
-import * as fs from 'node:fs';
-import * as http from 'node:http';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import Provider from 'oidc-provider';
 
-const SCOPES = ['service:read', 'service:write'];
+const [command, ...args] = process.argv.slice(2);
 
-function fail(message) {
-  process.stderr.write(`provider.mjs: ${message}\n`);
-  process.exit(2);
-}
-
-function options(args, names) {
-  const out = {};
-  for (let i = 0; i < args.length; i += 2) {
-    const name = args[i]?.replace(/^--/, '');
-    if (!names.includes(name) || args[i + 1] === undefined) fail(`unexpected argument ${args[i]}`);
-    out[name] = args[i + 1];
-  }
-  for (const name of names) if (out[name] === undefined) fail(`--${name} is required`);
-  return out;
-}
-
-function genkey(args) {
-  const { alg, kid } = options(args, ['alg', 'kid']);
+function genkey(alg, kid) {
   const kinds = {
     RS256: ['rsa', { modulusLength: 2048 }],
     PS256: ['rsa', { modulusLength: 2048 }],
     ES256: ['ec', { namedCurve: 'P-256' }],
     EdDSA: ['ed25519', {}],
   };
-  if (!kinds[alg]) fail(`--alg must be one of ${Object.keys(kinds).join(', ')}`);
-  const { privateKey, publicKey } = crypto.generateKeyPairSync(...kinds[alg]);
+  const kind = kinds[alg];
+  if (!kind) throw new Error(`no key type for ${alg}`);
+  const { privateKey, publicKey } = generateKeyPairSync(kind[0], kind[1]);
   const meta = { kid, alg, use: 'sig' };
-  const out = {
+  return {
     kid,
     alg,
     private_jwk: { ...privateKey.export({ format: 'jwk' }), ...meta },
     private_pem: privateKey.export({ format: 'pem', type: 'pkcs8' }),
     public_jwk: { ...publicKey.export({ format: 'jwk' }), ...meta },
   };
-  process.stdout.write(`${JSON.stringify(out)}\n`);
 }
 
-// The configuration file:
-// {
-//   "keys": [private JWK, ...],        published in this order; each client's JWT access tokens
-//                                      are signed with the first key of its alg
-//   "clients": [{"client_id", "client_secret", "scope": "service:read ...",
-//                "applications": [1, 2] | "*", "alg": "RS256"}],
-//   "audience": "https://logs.example/api",       the resource that is logs-export
-//   "other_audience": "https://other.example/api", another resource (JWTs with another aud)
-//   "applications_claim": "applications",
-//   "access_token_ttl": 300,           seconds
-//   "jwks_cache_control": null         a Cache-Control header for the JWKS answer, or null
-// }
-// A token asked for with `resource=<audience or other_audience>` is a JWT (typ at+jwt); one
-// asked for without `resource` is opaque, and the introspection endpoint tells its claims.
-async function serve(args) {
-  const { port, config: file } = options(args, ['port', 'config']);
-  const config = JSON.parse(fs.readFileSync(file, 'utf8'));
-  const issuer = `http://127.0.0.1:${port}`;
-  const claim = config.applications_claim ?? 'applications';
-  const ttl = config.access_token_ttl ?? 300;
+function serve(config) {
   const clients = new Map(config.clients.map((c) => [c.client_id, c]));
-  const resources = new Set([config.audience, config.other_audience].filter(Boolean));
-
-  // Found beside this file or, where `npm ci` installed it elsewhere, through NODE_PATH.
-  const entry = createRequire(import.meta.url).resolve('oidc-provider');
-  const { default: Provider, errors } = await import(pathToFileURL(entry).href);
-  const provider = new Provider(issuer, {
+  const scopes = ['service:read', 'service:write'];
+  const provider = new Provider(`http://127.0.0.1:${config.port}`, {
     jwks: { keys: config.keys },
     clients: config.clients.map((c) => ({
       client_id: c.client_id,
       client_secret: c.client_secret,
-      scope: c.scope,
       grant_types: ['client_credentials'],
-      response_types: [],
       redirect_uris: [],
-      token_endpoint_auth_method: 'client_secret_basic',
+      response_types: [],
+      ...(c.scope ? { scope: c.scope } : {}),
+      // Checked against the keys even for clients that never get an ID token.
+      id_token_signed_response_alg: c.alg,
     })),
-    scopes: SCOPES,
+    scopes,
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
-      introspection: { enabled: true },
+      // Any client that authenticates may introspect any token (the service is one).
+      introspection: { enabled: true, allowedPolicy: async () => true },
       resourceIndicators: {
         enabled: true,
-        // Without `resource`, none: the token is opaque, with no aud.
-        defaultResource: async () => undefined,
-        getResourceServerInfo: async (_ctx, resource, client) => {
-          if (!resources.has(resource)) throw new errors.InvalidTarget();
+        // No resource asked for: no resource server, so an opaque token.
+        defaultResource: () => undefined,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (ctx, resource, client) => {
+          if (!config.resources.includes(resource)) throw new Error(`unknown resource ${resource}`);
           return {
-            scope: SCOPES.join(' '),
+            scope: scopes.join(' '),
             audience: resource,
-            accessTokenTTL: ttl,
             accessTokenFormat: 'jwt',
-            jwt: { sign: { alg: clients.get(client.clientId)?.alg ?? 'RS256' } },
+            accessTokenTTL: config.access_token_ttl,
+            jwt: { sign: { alg: clients.get(client.clientId).alg } },
           };
         },
       },
     },
-    // Put into JWT access tokens as a claim, and into introspection answers of opaque ones.
-    extraTokenClaims: async (_ctx, token) => {
+    ttl: { ClientCredentials: config.access_token_ttl },
+    extraTokenClaims: (ctx, token) => {
       const client = clients.get(token.clientId);
-      return client && client.applications !== undefined ? { [claim]: client.applications } : undefined;
+      return client ? { [config.applications_claim]: client.applications } : undefined;
     },
-    ttl: { ClientCredentials: ttl },
   });
-  if (config.jwks_cache_control) {
-    provider.use(async (ctx, next) => {
-      await next();
-      if (ctx.path === '/jwks') ctx.set('cache-control', config.jwks_cache_control);
-    });
-  }
-  const server = http.createServer(provider.callback());
-  server.on('error', (e) => fail(`cannot listen on 127.0.0.1:${port}: ${e.message}`));
-  server.listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
-  for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(0));
+  const server = provider.listen(config.port, '127.0.0.1', () => console.log('ready'));
+  const stop = () => server.close(() => process.exit(0));
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }
 
-const [command, ...rest] = process.argv.slice(2);
-if (command === 'genkey') genkey(rest);
-else if (command === 'serve') await serve(rest);
-else fail('usage: provider.mjs genkey --alg ALG --kid K | serve --port P --config FILE');
+if (command === 'genkey' && args.length === 2) {
+  console.log(JSON.stringify(genkey(args[0], args[1])));
+} else if (command === 'serve' && args.length === 1) {
+  serve(JSON.parse(readFileSync(args[0], 'utf8')));
+} else {
+  console.error('usage: provider.mjs genkey ALG KID | provider.mjs serve CONFIG.json');
+  process.exit(2);
+}

@@ -4,7 +4,7 @@
 //! tests start the same, and stop, kill and start its replicas again.
 //!
 //! Every replica is given the same dataset (`s3://logs/dataset`), spool (`s3://logs/spool`),
-//! tokens file, OpenID provider (if any) and flags; its API and admin listeners keep their ports across restarts, which
+//! tokens file and flags (and trusts the balancer's `X-Forwarded-For`); its API and admin listeners keep their ports across restarts, which
 //! is where the balancer looks for it.
 
 use std::net::SocketAddr;
@@ -50,19 +50,6 @@ pub struct ClusterOptions {
     /// How often the balancer asks each replica's `/readyz`. A replica stopping keeps serving
     /// for four of these (`--drain-delay`): the balancer takes it out after two failed checks.
     pub check_interval: Duration,
-    /// An OpenID provider every replica checks access tokens against.
-    pub oidc: Option<ClusterOidc>,
-}
-
-/// The OpenID provider of a cluster's replicas: `--oidc-issuer` and `--oidc-audience`, and
-/// the client whose credentials (`--introspection-credentials`) introspect opaque tokens at the
-/// discovered endpoint.
-#[derive(Debug, Clone)]
-pub struct ClusterOidc {
-    pub issuer: String,
-    pub audience: String,
-    pub client_id: String,
-    pub client_secret: String,
 }
 
 impl ClusterOptions {
@@ -78,7 +65,6 @@ impl ClusterOptions {
             listen: None,
             max_keys: crate::s3::MAX_KEYS,
             check_interval: Duration::from_secs(2),
-            oidc: None,
         }
     }
 }
@@ -205,25 +191,6 @@ impl Cluster {
         let tokens_file = options.folder.join("tokens.toml");
         std::fs::write(&tokens_file, tokens_file_text(&options.tokens)).unwrap();
 
-        let oidc_flags = match &options.oidc {
-            Some(oidc) => {
-                let credentials = options.folder.join("oidc-client.toml");
-                std::fs::write(
-                    &credentials,
-                    format!("client_id = {:?}\nclient_secret = {:?}\n", oidc.client_id, oidc.client_secret),
-                )
-                .unwrap();
-                vec![
-                    "--oidc-issuer".to_owned(),
-                    oidc.issuer.clone(),
-                    "--oidc-audience".to_owned(),
-                    oidc.audience.clone(),
-                    "--introspection-credentials".to_owned(),
-                    credentials.display().to_string(),
-                ]
-            }
-            None => Vec::new(),
-        };
         let drain_delay = options.check_interval * 4;
         let mut env: Vec<(String, String)> = s3.env().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
         env.extend(options.env.iter().cloned());
@@ -246,10 +213,12 @@ impl Cluster {
                         &tokens_file.display().to_string(),
                         "--drain-delay",
                         &format!("{}ms", drain_delay.as_millis()),
+                        // The balancer, whose X-Forwarded-For names the client.
+                        "--trusted-proxies",
+                        "127.0.0.1",
                     ]
                     .map(str::to_owned),
                 );
-                command.extend(oidc_flags.iter().cloned());
                 command.extend(options.flags.iter().cloned());
                 let log = options.folder.join(format!("replica{n}.log"));
                 Replica { command, env: env.clone(), api, admin, log, child: None }

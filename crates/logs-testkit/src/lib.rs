@@ -10,8 +10,8 @@
 //! - [`haproxy`]: Debian's haproxy with the repository's `deploy/haproxy.cfg`;
 //! - [`cluster`]: moto holding a dataset and a spool, N `logs serve` replicas over that bucket
 //!   and haproxy in front of them, each replica stopped, killed and started again at will;
-//! - [`oidc`]: a real OpenID provider (npm's `oidc-provider`, installed on first use from the
-//!   npm registry) on `127.0.0.1`, issuing JWT and opaque access tokens by client credentials;
+//! - [`oidc`]: a real OpenID provider (npm's `oidc-provider`) on `127.0.0.1`, its package
+//!   installed on first use from the npm registry;
 //! - [`machine`]: what a test needs of the machine (running as `nobody`, `/dev/full`, a small
 //!   disk), and [`machine::missing`], which fails a test that cannot have it unless
 //!   `LOGS_TEST_ALLOW_SKIP=1`;
@@ -19,8 +19,8 @@
 //! - [`writer`]: a writer adding staged Parquet files to a dataset (a folder or a bucket) while
 //!   exports run (`dataset-writer`).
 //!
-//! Nothing here mocks a protocol: the tests speak real HTTP to a real S3 server and a real
-//! OpenID provider, through a real load balancer.
+//! Nothing here mocks a protocol: the tests speak real HTTP to a real S3 server, through a
+//! real load balancer, and get tokens from a real OpenID provider.
 
 pub mod cluster;
 pub mod haproxy;

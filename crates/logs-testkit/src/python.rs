@@ -83,6 +83,6 @@ pub fn spawn_script(python: &Path, script: &Path, args: &[String]) -> std::proce
 }
 
 /// FNV-1a, 64 bits: a stable name for a list of requirements.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

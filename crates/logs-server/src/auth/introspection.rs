@@ -118,7 +118,7 @@ impl ApplicationGrants {
     }
 
     /// The union of the grants that match the answer's `client_id` or `sub`.
-    fn applications(&self, client_id: Option<&str>, sub: Option<&str>) -> Applications {
+    pub(crate) fn applications(&self, client_id: Option<&str>, sub: Option<&str>) -> Applications {
         let mut ids = BTreeSet::new();
         for grant in &self.grants {
             let matches = (grant.client_id.is_some() && grant.client_id.as_deref() == client_id)
@@ -193,29 +193,8 @@ pub struct Counters {
 
 impl Introspector {
     pub fn new(config: IntrospectionConfig) -> Result<Introspector, ConfigError> {
-        let url = &config.url;
-        let loopback = match url.host() {
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-            None => false,
-        };
-        match url.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            _ => {
-                return Err(ConfigError::Invalid(format!(
-                    "the introspection URL must be https (http only on a loopback address), not `{url}`"
-                )));
-            }
-        }
-        install_tls_provider();
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.timeout)
-            .timeout(config.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("cannot build the introspection client: {e}"))?;
+        check_provider_url("introspection URL", &config.url)?;
+        let client = provider_client(config.timeout, "introspection")?;
         let cache = Mutex::new(Cache { entries: HashMap::new(), max: config.cache_entries });
         Ok(Introspector { config, client, cache, counters: Counters::default() })
     }
@@ -282,14 +261,7 @@ impl Introspector {
             if !status.is_success() {
                 return Err(format!("the provider answered HTTP {status}"));
             }
-            let mut answer = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| describe_reqwest_error(&e))? {
-                if answer.len() + chunk.len() > MAX_ANSWER_BYTES {
-                    return Err(format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"));
-                }
-                answer.extend_from_slice(&chunk);
-            }
-            Ok(answer)
+            read_body(&mut response, MAX_ANSWER_BYTES).await
         };
         let answer = tokio::time::timeout(self.config.timeout, exchange)
             .await
@@ -346,9 +318,38 @@ impl Introspector {
     }
 }
 
+/// Refuses a URL of the identity provider that is neither https nor http on a loopback address.
+pub(crate) fn check_provider_url(what: &str, url: &url::Url) -> Result<(), ConfigError> {
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        _ => Err(ConfigError::Invalid(format!(
+            "the {what} must be https (http only on a loopback address), not `{url}`"
+        ))),
+    }
+}
+
+/// An HTTP client for the identity provider: `timeout` for connecting and for the whole
+/// exchange, no redirects followed.
+pub(crate) fn provider_client(timeout: Duration, what: &str) -> Result<reqwest::Client, ConfigError> {
+    install_tls_provider();
+    reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| ConfigError::Invalid(format!("cannot build the {what} client: {e}")))
+}
+
 /// A claim as a JSON array of integers or numeric strings, a string of ids separated by
 /// spaces or commas, or `"*"`.
-fn read_claim(claim: &Value) -> Option<Applications> {
+pub(crate) fn read_claim(claim: &Value) -> Option<Applications> {
     let id = |v: &Value| match v {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => s.trim().parse().ok(),
@@ -367,12 +368,24 @@ fn read_claim(claim: &Value) -> Option<Applications> {
     }
 }
 
-fn clean_name(name: &str) -> String {
+pub(crate) fn clean_name(name: &str) -> String {
     name.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
+/// An answer's body, refused beyond `max` bytes.
+pub(crate) async fn read_body(response: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| describe_reqwest_error(&e))? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("the answer is larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// The error and its causes (reqwest's own message is terse), without the request body.
-fn describe_reqwest_error(e: &reqwest::Error) -> String {
+pub(crate) fn describe_reqwest_error(e: &reqwest::Error) -> String {
     let mut out = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {

@@ -8,13 +8,19 @@
 //! cannot learn who calls without naming the scope it needs.
 //!
 //! Tokens are only ever handled as their SHA-256 ([`TokenHash`]): the tokens file stores
-//! hashes, lookups go by hash, the introspection cache is keyed by hash.
+//! hashes, lookups go by hash, the introspection cache is keyed by hash. JWT access tokens of
+//! an OpenID provider ([`jwt`]) are checked here with the provider's keys ([`oidc`]).
 
+pub mod client;
+pub mod failures;
 pub mod introspection;
+pub mod jwt;
+pub mod oidc;
 mod principal;
 pub mod tokens_file;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::middleware::Next;
@@ -23,11 +29,15 @@ use http::request::Parts;
 use http::{HeaderMap, header};
 
 use crate::error::{ApiError, AuthProblem};
-use crate::log::RequestLog;
-use crate::metrics::{IntrospectionFigures, Metrics, TokenSourceFigures, TokensFileFigures};
+use crate::log::{ClientAddr, RequestLog};
+use crate::metrics::{IntrospectionFigures, Metrics, OidcFigures, TokenSourceFigures, TokensFileFigures};
 
+pub use client::{ClientGate, ForwardedHeader, TrustedProxies};
+pub use failures::FailureLimit;
 pub use introspection::{IntrospectionConfig, Introspector};
-pub use principal::{Applications, Principal, TokenHash, is_token_syntax};
+pub use jwt::JwtVerifier;
+pub use oidc::{OidcConfig, ProviderKeys};
+pub use principal::{Applications, MAX_TOKEN_BYTES, Principal, TokenHash, is_token_syntax};
 pub use tokens_file::{TokenSet, TokenStore};
 
 /// The scope the export and the applications list need.
@@ -90,11 +100,12 @@ impl<S: Send + Sync> FromRequestParts<S> for WriteAccess {
 }
 
 /// The token sources, asked in order: the tokens file (or the generated token), then the
-/// identity provider.
+/// identity provider — its keys for a JWT (when configured), introspection for other tokens.
 #[derive(Debug, Clone, Default)]
 pub struct Authenticator {
     tokens: Option<Arc<TokenStore>>,
     introspection: Option<Arc<Introspector>>,
+    jwt: Option<Arc<JwtVerifier>>,
 }
 
 impl Authenticator {
@@ -116,11 +127,28 @@ impl Authenticator {
                     cache_entries: introspector.cached() as u64,
                 }
             }),
+            oidc: self.jwt.as_ref().map(|jwt| {
+                let c = jwt.keys().counters();
+                OidcFigures {
+                    fetches_ok: get(&c.fetches_ok),
+                    fetches_failed: get(&c.fetches_failed),
+                    keys: jwt.keys().cached_keys() as u64,
+                }
+            }),
         }
     }
 
     pub fn new(tokens: Option<Arc<TokenStore>>, introspection: Option<Arc<Introspector>>) -> Authenticator {
-        Authenticator { tokens, introspection }
+        Authenticator { tokens, introspection, jwt: None }
+    }
+
+    /// Also accepts the JWT access tokens that `jwt` validates.
+    pub fn with_jwt(self, jwt: Arc<JwtVerifier>) -> Authenticator {
+        Authenticator { jwt: Some(jwt), ..self }
+    }
+
+    pub fn jwt(&self) -> Option<&Arc<JwtVerifier>> {
+        self.jwt.as_ref()
     }
 
     pub fn tokens(&self) -> Option<&Arc<TokenStore>> {
@@ -136,18 +164,37 @@ impl Authenticator {
         self.authenticate_hashed(token, TokenHash::of(token)).await
     }
 
-    /// Whether the identity provider answers (`None`: there is none): a token that no one
-    /// holds is introspected, and an answer either way counts.
+    /// Whether the identity provider can check tokens (`None`: there is none): with JWTs,
+    /// keys are cached (fetched now if none are); with introspection, a token that no one holds
+    /// is introspected, and an answer either way counts.
     pub async fn identity_provider_answers(&self) -> Option<bool> {
         const PROBE: &str = "logs-export-readiness-probe";
-        let introspector = self.introspection.as_ref()?;
-        let answered = introspector.authenticate(PROBE, TokenHash::of(PROBE)).await;
-        Some(!matches!(answered, Err(ApiError::IdentityProviderUnavailable { .. })))
+        if self.introspection.is_none() && self.jwt.is_none() {
+            return None;
+        }
+        if let Some(jwt) = &self.jwt {
+            if jwt.keys().cached_keys() == 0 {
+                jwt.keys().refresh().await;
+            }
+            if jwt.keys().cached_keys() == 0 {
+                return Some(false);
+            }
+        }
+        if let Some(introspector) = &self.introspection {
+            let answered = introspector.authenticate(PROBE, TokenHash::of(PROBE)).await;
+            return Some(!matches!(answered, Err(ApiError::IdentityProviderUnavailable { .. })));
+        }
+        Some(true)
     }
 
     async fn authenticate_hashed(&self, token: &str, hash: TokenHash) -> Result<Arc<Principal>, ApiError> {
         if let Some(principal) = self.tokens.as_ref().and_then(|store| store.lookup(&hash)) {
             return Ok(principal);
+        }
+        if let Some(jwt) = &self.jwt
+            && jwt::looks_like_jwt(token)
+        {
+            return jwt.authenticate(token).await;
         }
         match &self.introspection {
             Some(introspector) => introspector.authenticate(token, hash).await,
@@ -156,41 +203,60 @@ impl Authenticator {
     }
 }
 
-/// The authorization middleware (see the module documentation).
+/// The authorization middleware (see the module documentation). Every 401 it answers counts
+/// against the client's address ([`failures`]); an address over the limit gets 429 before
+/// its token is looked at.
 pub(crate) async fn require_token(
     State(auth): State<Authenticator>,
     State(metrics): State<Arc<Metrics>>,
+    State(gate): State<Arc<ClientGate>>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+    let refuse = |reason: &'static str, error: ApiError| {
+        metrics.auth_failure(reason);
+        if let Some(ip) = client
+            && matches!(error, ApiError::Unauthenticated(_))
+        {
+            gate.failures().record(ip, Instant::now());
+        }
+        error.into_response()
+    };
     if let Some(parameter) = token_in_query(request.uri().query()) {
-        metrics.auth_failure("token_in_query");
-        return ApiError::Unauthenticated(AuthProblem::InQuery(parameter)).into_response();
+        return refuse("token_in_query", ApiError::Unauthenticated(AuthProblem::InQuery(parameter)));
     }
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
     if route.is_some_and(|route| PUBLIC_ROUTES.contains(&route.as_str())) {
         return next.run(request).await;
     }
+    if let Some(ip) = client
+        && let Err(retry_after) = gate.failures().check(ip, Instant::now())
+    {
+        return refuse("too_many_failures", ApiError::TooManyFailedAuthentications { retry_after });
+    }
     let token = match token_from_headers(request.headers()) {
         Ok(token) => token,
         Err(problem) => {
-            metrics.auth_failure(match problem {
+            let reason = match problem {
                 AuthProblem::Missing => "missing",
+                AuthProblem::Refused(reason) => reason,
                 _ => "malformed",
-            });
-            return ApiError::Unauthenticated(problem).into_response();
+            };
+            return refuse(reason, ApiError::Unauthenticated(problem));
         }
     };
     let hash = TokenHash::of(&token);
     let principal = match auth.authenticate_hashed(&token, hash).await {
         Ok(principal) => principal,
         Err(e) => {
-            metrics.auth_failure(match &e {
+            let reason = match &e {
                 ApiError::Unauthenticated(AuthProblem::Expired) => "expired",
+                ApiError::Unauthenticated(AuthProblem::Refused(reason)) => reason,
                 ApiError::Unauthenticated(_) => "invalid",
                 _ => "provider_unavailable",
-            });
-            return e.into_response();
+            };
+            return refuse(reason, e);
         }
     };
     if let Some(log) = request.extensions().get::<Arc<RequestLog>>() {
@@ -220,6 +286,9 @@ pub(crate) fn token_from_headers(headers: &HeaderMap) -> Result<String, AuthProb
     let value = value.to_str().map_err(|_| AuthProblem::Malformed)?;
     let (scheme, token) = value.trim().split_once([' ', '\t']).ok_or(AuthProblem::Malformed)?;
     let token = token.trim_start_matches([' ', '\t']);
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(AuthProblem::Refused("oversized"));
+    }
     let scheme_ok = scheme.eq_ignore_ascii_case("oauth") || scheme.eq_ignore_ascii_case("bearer");
     if !scheme_ok || !is_token_syntax(token) {
         return Err(AuthProblem::Malformed);

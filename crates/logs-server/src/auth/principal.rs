@@ -50,10 +50,13 @@ impl Principal {
     }
 }
 
+/// The longest token accepted, JWT or not (the `Authorization` header's limit is larger).
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
 /// RFC 6750's `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
 pub fn is_token_syntax(token: &str) -> bool {
     let body = token.trim_end_matches('=');
     !body.is_empty()
-        && token.len() <= 4096
+        && token.len() <= MAX_TOKEN_BYTES
         && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }

@@ -236,6 +236,11 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             "This token already runs as many exports as it may at once (`--max-exports-per-token`).",
         ),
         (
+            ApiError::TooManyFailedAuthentications { retry_after },
+            "The client's address got `--auth-failure-limit` 401s within `--auth-failure-window`; \
+             its requests are refused, whatever their token, until the window ends.",
+        ),
+        (
             ApiError::ServerBusy { retry_after },
             "The server already runs as many exports as it may at once (`--max-exports`).",
         ),
@@ -307,6 +312,7 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             | ApiError::UriTooLong { .. }
             | ApiError::HeadersTooLarge { .. }
             | ApiError::TooManyExports { .. }
+            | ApiError::TooManyFailedAuthentications { .. }
             | ApiError::ServerBusy { .. }
             | ApiError::IdentityProviderUnavailable { .. }
             | ApiError::FirstByteTimeout { .. }

@@ -34,7 +34,7 @@ pub(super) fn applications_operation() -> Operation {
         &format!(
             "The applications this token may read. Needs the scope `{READ_SCOPE}`; takes no parameters."
         ),
-        &["400", "401", "403", "414", "431", "500", "503"],
+        &["400", "401", "403", "414", "429", "431", "500", "503"],
     )
     .response("200", ok)
     .build()
@@ -69,7 +69,7 @@ pub(super) fn application_operation() -> Operation {
              outside them is 403 whether it exists or not, as in the export; 404 `not_found` says \
              that an application the token could read does not exist."
         ),
-        &["400", "401", "403", "404", "414", "431", "500", "503"],
+        &["400", "401", "403", "404", "414", "429", "431", "500", "503"],
     )
     .parameter(id)
     .response("200", ok)

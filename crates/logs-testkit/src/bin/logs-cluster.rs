@@ -1,10 +1,8 @@
 //! `logs-cluster`: the one command that brings up replicas behind a balancer on loopback, as
 //! the replica tests do — an S3 server (moto) with a generated dataset, N `logs serve`
 //! replicas over that bucket sharing one spool, and haproxy in front with
-//! `deploy/haproxy.cfg`. With `--oidc`, a real OpenID provider too (`logs_testkit::oidc`),
-//! which every replica checks access tokens against. It prints a token and curl commands
-//! through the balancer, and stops everything on Ctrl-C. Run it with `deploy/cluster` (which
-//! builds `logs` first).
+//! `deploy/haproxy.cfg`. It prints a token and curl commands through the balancer, and stops
+//! everything on Ctrl-C. Run it with `deploy/cluster` (which builds `logs` first).
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -12,8 +10,13 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use clap::Parser;
-use logs_testkit::cluster::{Cluster, ClusterOidc, ClusterOptions, DATASET, SPOOL};
-use logs_testkit::oidc::{Applications, Client, OidcProvider, ProviderConfig};
+use logs_testkit::cluster::{Cluster, ClusterOptions, DATASET, SPOOL};
+use logs_testkit::oidc::{Client, OidcProvider, ProviderConfig};
+
+/// The audience of the provider's tokens for the replicas (`--oidc-audience`).
+const AUDIENCE: &str = "https://logs.example/api";
+/// The provider's one client: client credentials, both scopes, every application.
+const CLIENT_ID: &str = "cluster-client";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,9 +39,8 @@ struct Args {
     /// How often the balancer asks each replica's /readyz (a stopping replica drains for 4 of these).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     check_interval: Duration,
-    /// Start an OpenID provider (npm's oidc-provider, on loopback) and give every replica
-    /// `--oidc-issuer` and `--oidc-audience`; the provider's client `cluster` gets tokens for
-    /// every application.
+    /// Also start a real OpenID provider (npm's oidc-provider, installed on first use) and
+    /// have the replicas accept its JWT access tokens (`--oidc-issuer`, `--oidc-audience`).
     #[arg(long)]
     oidc: bool,
     /// The `logs` binary (default: the one beside this program).
@@ -77,25 +79,17 @@ fn main() -> ExitCode {
     options.replicas = usize::from(args.replicas);
     options.tokens = vec![("cluster".to_owned(), token.clone())];
     options.flags = args.serve_flags.clone();
+    let provider = args.oidc.then(|| {
+        println!("starting the OpenID provider (npm's oidc-provider; installed on first use)…");
+        let provider = OidcProvider::start(provider_config());
+        options
+            .flags
+            .extend(["--oidc-issuer", &provider.issuer(), "--oidc-audience", AUDIENCE].map(str::to_owned));
+        provider
+    });
     options.check_interval = args.check_interval;
     options.listen = Some(args.listen);
     options.max_keys = 1000;
-    let provider = args.oidc.then(|| {
-        println!("starting the OpenID provider…");
-        let key = logs_testkit::oidc::genkey("RS256", "cluster-1");
-        let mut user = Client::new("cluster", "RS256", Applications::All);
-        user.client_secret = random_token();
-        let mut service = Client::new("logs-export", "RS256", Applications::Ids(Vec::new()));
-        service.client_secret = random_token();
-        let provider = OidcProvider::start(ProviderConfig::new(vec![key], vec![user, service.clone()]));
-        options.oidc = Some(ClusterOidc {
-            issuer: provider.issuer(),
-            audience: provider.audience(),
-            client_id: service.client_id,
-            client_secret: service.client_secret,
-        });
-        provider
-    });
     println!("starting moto, {} replicas and haproxy…", options.replicas);
     let cluster = Cluster::start(options);
 
@@ -118,9 +112,6 @@ fn main() -> ExitCode {
         cluster.balancer().admin_url(),
         logs_testkit::haproxy::version()
     );
-    if let Some(provider) = &provider {
-        println!("OpenID provider    {}   token endpoint {}", provider.issuer(), provider.token_endpoint());
-    }
     println!();
     println!("Token (service:read and service:write on every application):");
     println!();
@@ -134,27 +125,6 @@ fn main() -> ExitCode {
         "    curl -H 'Authorization: OAuth {token}' '{}/logs/v1/export/errors.csv?{query}'",
         cluster.url()
     );
-    if let Some(provider) = &provider {
-        let client = &provider.config().clients[0];
-        println!();
-        println!("A JWT access token from the OpenID provider (client credentials), then an export with it:");
-        println!();
-        println!(
-            "    TOKEN=$(curl -s -u '{}:{}' -d grant_type=client_credentials -d 'resource={}' \\\n        \
-             --data-urlencode 'scope=service:read service:write' '{}' \\\n        \
-             | python3 -c 'import json, sys; print(json.load(sys.stdin)[\"access_token\"])')",
-            client.client_id,
-            client.client_secret,
-            provider.audience(),
-            provider.token_endpoint()
-        );
-        println!(
-            "    curl -H \"Authorization: Bearer $TOKEN\" '{}/logs/v1/export/errors.csv?{query}'",
-            cluster.url()
-        );
-        println!();
-        println!("Without resource=…, the provider issues an opaque token, which the replicas introspect.");
-    }
     println!();
     println!("A prepared export (202 until it is ready, then the file; any replica serves it):");
     println!();
@@ -164,6 +134,9 @@ fn main() -> ExitCode {
         cluster.url()
     );
     println!();
+    if let Some(provider) = &provider {
+        print_oidc(provider, &cluster.url(), query);
+    }
     println!("Stop a replica (kill -TERM <pid>) or kill it (kill -9 <pid>) and watch the stats page.");
     println!("Ctrl-C stops everything and deletes {}.", folder.path().display());
 
@@ -189,4 +162,32 @@ fn random_token() -> String {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .expect("read /dev/urandom");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One ES256 key and one client, [`CLIENT_ID`], with a random secret.
+fn provider_config() -> ProviderConfig {
+    let client = Client {
+        client_id: CLIENT_ID.into(),
+        client_secret: random_token(),
+        scope: "service:read service:write".into(),
+        applications: serde_json::json!("*"),
+        alg: "ES256".into(),
+    };
+    let keys = vec![OidcProvider::genkey("ES256", "cluster-1")];
+    ProviderConfig::new(keys, vec![client], AUDIENCE, "https://other.example/api")
+}
+
+/// How to get a token from the provider and export with it.
+fn print_oidc(provider: &OidcProvider, balancer: &str, query: &str) {
+    let secret = &provider.config().clients[0].client_secret;
+    println!("OpenID provider    {}   (oidc-provider; client {CLIENT_ID})", provider.issuer());
+    println!();
+    println!("Get a JWT access token from it, as a client does, and export with it:");
+    println!();
+    println!(
+        "    TOKEN=$(curl -s -u '{CLIENT_ID}:{secret}' -d grant_type=client_credentials \\\n                 -d 'scope=service:read service:write' -d 'resource={AUDIENCE}' {}/token \\\n                 | python3 -c 'import json, sys; print(json.load(sys.stdin)[\"access_token\"])')",
+        provider.issuer()
+    );
+    println!("    curl -H \"Authorization: Bearer $TOKEN\" '{balancer}/logs/v1/export/errors.csv?{query}'");
+    println!();
 }
