@@ -9,7 +9,9 @@
 // each with `client_id`, `client_secret`, `scope`, `applications` (put into its access tokens
 // and introspection answers as the claim `applications_claim`) and `alg`; `resources`, the
 // resource indicators that get JWT access tokens (the first is the service's audience);
-// `access_token_ttl` in seconds. A token asked for without a resource is opaque (introspected).
+// `access_token_ttl` in seconds; `jwks_cache_control`, a Cache-Control header for the JWKS
+// answer (optional: the provider sends none of its own). A token asked for without a resource
+// is opaque (introspected).
 
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -81,6 +83,12 @@ function serve(config) {
       return client ? { [config.applications_claim]: client.applications } : undefined;
     },
   });
+  if (config.jwks_cache_control) {
+    provider.use(async (ctx, next) => {
+      await next();
+      if (ctx.path === '/jwks') ctx.set('cache-control', config.jwks_cache_control);
+    });
+  }
   const server = provider.listen(config.port, '127.0.0.1', () => console.log('ready'));
   const stop = () => server.close(() => process.exit(0));
   process.on('SIGTERM', stop);

@@ -64,6 +64,9 @@ pub struct ProviderConfig {
     pub resources: Vec<String>,
     pub access_token_ttl: Duration,
     pub applications_claim: String,
+    /// A `Cache-Control` header for the JWKS answer; `None` (the default): the provider sends
+    /// none of its own.
+    pub jwks_cache_control: Option<String>,
 }
 
 impl ProviderConfig {
@@ -76,6 +79,7 @@ impl ProviderConfig {
             resources: vec![audience.to_owned(), other_audience.to_owned()],
             access_token_ttl: Duration::from_secs(300),
             applications_claim: "applications".into(),
+            jwks_cache_control: None,
         }
     }
 
@@ -95,6 +99,7 @@ impl ProviderConfig {
             "resources": self.resources,
             "access_token_ttl": self.access_token_ttl.as_secs(),
             "applications_claim": self.applications_claim,
+            "jwks_cache_control": self.jwks_cache_control,
         })
     }
 }
@@ -149,6 +154,32 @@ impl OidcProvider {
             Some(token) if status == 200 => Ok(token.to_owned()),
             _ => Err(format!("{status}: {body}")),
         }
+    }
+
+    /// The introspection endpoint's answer (RFC 7662) about `token`, asked with `client_id`'s
+    /// credentials. `Err`: no answer, or not a 200 with JSON.
+    pub fn introspect(&self, client_id: &str, token: &str) -> Result<Value, String> {
+        let client =
+            self.config.clients.iter().find(|c| c.client_id == client_id).expect("a configured client");
+        let basic = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", client.client_id, client.client_secret));
+        let form = form_urlencoded::Serializer::new(String::new()).append_pair("token", token).finish();
+        let (status, body) = post(self.address(), "/token/introspection", &format!("Basic {basic}"), &form)
+            .map_err(|e| format!("POST /token/introspection: {e}"))?;
+        match serde_json::from_str(&body) {
+            Ok(answer) if status == 200 => Ok(answer),
+            _ => Err(format!("POST /token/introspection: {status}")),
+        }
+    }
+
+    /// The JWKS the provider publishes, and its answer's `Cache-Control` header.
+    pub fn jwks(&self) -> (Value, Option<String>) {
+        let response = crate::http::exchange(self.address(), "GET", "/jwks", &[], b"").expect("GET /jwks");
+        assert_eq!(response.status, 200, "GET /jwks: {}", response.body);
+        (
+            serde_json::from_str(&response.body).expect("a JWKS"),
+            response.header("cache-control").map(str::to_owned),
+        )
     }
 
     /// Stops the provider: its port is closed when this returns.
