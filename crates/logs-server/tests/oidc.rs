@@ -268,6 +268,37 @@ async fn a_rotated_key_works_without_a_restart_and_a_withdrawn_one_is_refused() 
     server.stop().await;
 }
 
+/// The provider's `Cache-Control: max-age=1` on its JWKS, not `--oidc-jwks-max-age` (5
+/// minutes here), decides when the keys are fetched again: a withdrawn key is refused within
+/// seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_cache_control_decides_when_keys_are_fetched_again() {
+    let old = OidcProvider::genkey("ES256", "ec-old");
+    let new = OidcProvider::genkey("ES256", "ec-new");
+    let with_max_age = |keys: &[KeyPair]| ProviderConfig {
+        jwks_cache_control: Some("public, max-age=1".into()),
+        ..es256_only(keys)
+    };
+    let mut provider = OidcProvider::start(with_max_age(std::slice::from_ref(&old)));
+    assert_eq!(provider.jwks().1.as_deref(), Some("public, max-age=1"));
+    let server = service(&provider.issuer(), |c| c.jwks_max_age = Duration::from_secs(300)).await;
+    let old_token = token(&provider, "es256", Some(AUDIENCE), READ_WRITE).await;
+    assert_eq!(status(&server, EXPORT_1001, &old_token).await.0, StatusCode::OK);
+    provider.restart(with_max_age(std::slice::from_ref(&new)));
+    let withdrawn_at = std::time::Instant::now();
+    loop {
+        let (old_status, _, _) = status(&server, EXPORT_1001, &old_token).await;
+        if old_status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(withdrawn_at.elapsed() < Duration::from_secs(60), "max-age=1 was not honoured");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let new_token = token(&provider, "es256", Some(AUDIENCE), READ_WRITE).await;
+    assert_eq!(status(&server, EXPORT_1001, &new_token).await.0, StatusCode::OK);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_keys_outlive_the_provider_and_no_key_ever_fetched_is_503() {
     let key = OidcProvider::genkey("ES256", "ec-1");

@@ -25,7 +25,7 @@ use crate::python::checked;
 const PACKAGE_JSON: &str = include_str!("../oidc/package.json");
 const PACKAGE_LOCK: &str = include_str!("../oidc/package-lock.json");
 const PROVIDER_MJS: &str = include_str!("../oidc/provider.mjs");
-const INSTALL_NODE: &str = "install Node.js 20 or newer and npm (Debian: apt-get install nodejs npm)";
+const INSTALL_NODE: &str = "install Node.js 20.12 or newer, with npm";
 
 /// A signing key pair made by Node's `crypto`.
 #[derive(Debug, Clone)]
@@ -281,11 +281,18 @@ fn npm_install() -> PathBuf {
     if folder.join("node_modules/oidc-provider/package.json").exists() {
         return folder;
     }
+    // oidc-provider 9 calls `crypto.hash`, which Node.js has from 20.12 on.
     let version = Command::new(node()).arg("--version").output();
-    match version {
-        Ok(out) if out.status.success() => {}
+    let version = match version {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
         _ => panic!("this test needs Node.js to run the OpenID provider: {INSTALL_NODE}"),
-    }
+    };
+    let numbers: Vec<u32> =
+        version.trim_start_matches('v').split('.').take(2).filter_map(|n| n.parse().ok()).collect();
+    assert!(
+        numbers.as_slice() >= [20, 12].as_slice(),
+        "the OpenID provider needs Node.js 20.12 or newer, not {version}: {INSTALL_NODE}"
+    );
     std::fs::create_dir_all(&base).unwrap();
     let partial = base.join(format!(".npm-oidc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
