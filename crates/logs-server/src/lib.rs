@@ -13,8 +13,9 @@
 //! GET /openapi.json                  the OpenAPI document (any valid token)
 //! ```
 //!
-//! Layers, outermost first: the access log and request id, the request size limits, gzip,
-//! authorization ([`auth`]), then the routes. The handlers only extract, call the engine and
+//! Layers, outermost first: the client's address ([`auth::client`]), the access log and request
+//! id, the request size limits, gzip, authorization ([`auth`]: the failed-authentication limit,
+//! then the token), then the routes. The handlers only extract, call the engine and
 //! turn its stream into a body; errors become answers ([`ApiError`]) in one `match`.
 //!
 //! The public surface: the service's builder ([`service`]), its configuration ([`Settings`],
