@@ -7,7 +7,7 @@
 //! order) are walked from the right, past the trusted proxies; the first other address is
 //! the client. A value that is not an address ends the walk at the hop that wrote it, so a
 //! malformed or obfuscated entry never becomes a client address. The result goes into the
-//! request as [`ClientAddr`], for the access log and the failed-authentication limit.
+//! request as `ClientAddr`, for the access log and the failed-authentication limit.
 
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
@@ -153,7 +153,7 @@ impl ClientGate {
     }
 }
 
-/// The middleware that puts [`ClientAddr`] into each request that came over a connection.
+/// The middleware that puts `ClientAddr` into each request that came over a connection.
 pub(crate) async fn resolve_client(
     State(gate): State<Arc<ClientGate>>,
     mut request: Request,
