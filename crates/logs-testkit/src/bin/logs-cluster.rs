@@ -82,9 +82,20 @@ fn main() -> ExitCode {
     let provider = args.oidc.then(|| {
         println!("starting the OpenID provider (npm's oidc-provider; installed on first use)…");
         let provider = OidcProvider::start(provider_config());
-        options
-            .flags
-            .extend(["--oidc-issuer", &provider.issuer(), "--oidc-audience", AUDIENCE].map(str::to_owned));
+        // Opaque tokens (asked for without `resource`) are introspected at the provider, with
+        // the same client's credentials.
+        let client = &provider.config().clients[0];
+        let credentials = folder.path().join("introspection.toml");
+        let toml =
+            format!("client_id = \"{}\"\nclient_secret = \"{}\"\n", client.client_id, client.client_secret);
+        std::fs::write(&credentials, toml).expect("write the introspection credentials");
+        let credentials = credentials.display().to_string();
+        options.flags.extend(
+            ["--oidc-issuer", &provider.issuer(), "--oidc-audience", AUDIENCE]
+                .into_iter()
+                .chain(["--introspection-credentials", &credentials])
+                .map(str::to_owned),
+        );
         provider
     });
     options.check_interval = args.check_interval;
@@ -189,5 +200,7 @@ fn print_oidc(provider: &OidcProvider, balancer: &str, query: &str) {
         provider.issuer()
     );
     println!("    curl -H \"Authorization: Bearer $TOKEN\" '{balancer}/logs/v1/export/errors.csv?{query}'");
+    println!();
+    println!("Without `-d resource=…` the provider issues an opaque token; the replicas introspect it.");
     println!();
 }
