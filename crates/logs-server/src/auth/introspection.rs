@@ -22,8 +22,9 @@ use super::principal::{Applications, Principal, TokenHash};
 use crate::config::{ConfigError, describe_toml_error};
 use crate::error::{ApiError, AuthProblem};
 
-/// How long a client should wait before retrying when the provider is unavailable.
-const PROVIDER_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// How long a client should wait before retrying when the provider is unavailable (or, for
+/// JWTs, none of its keys was ever fetched).
+pub(crate) const PROVIDER_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The largest introspection answer read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 

@@ -26,7 +26,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
 
-use super::introspection::{clean_name, read_claim};
+use super::introspection::{PROVIDER_RETRY_AFTER, clean_name, read_claim};
 use super::oidc::ProviderKeys;
 use super::principal::{Applications, Principal};
 use crate::error::{ApiError, AuthProblem};
@@ -46,9 +46,6 @@ pub const ALGORITHMS: [Algorithm; 9] = [
 
 /// Header members that would let a token name its own key.
 const KEY_HEADERS: [&str; 4] = ["jwk", "jku", "x5u", "x5c"];
-
-/// How long a client should wait when no key was ever fetched.
-const PROVIDER_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether `token` has the shape of a JWS in compact form: three base64url parts, the first
 /// a JSON object (`eyJ` is the start of `{"`).
