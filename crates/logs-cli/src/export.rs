@@ -88,6 +88,13 @@ pub struct ExportArgs {
     #[command(flatten)]
     names: NamingArgs,
 
+    #[command(flatten)]
+    privacy: crate::privacy::PrivacyArgs,
+    /// Export under this policy of --field-policies (default: the file's `default`), as a
+    /// token of the service with it would: for preparing a dataset to hand over.
+    #[arg(long, value_name = "NAME")]
+    policy: Option<String>,
+
     /// Continue the cursor chain whose cursor FILE holds, or start one (`--since` on) when
     /// there is no FILE; FILE is replaced with the next cursor only once the export is
     /// complete (never with `--explain`).
@@ -181,7 +188,8 @@ async fn run_export(args: ExportArgs) -> Result<(), Failure> {
         Error::Config { .. } => Failure::Usage(e.to_string()),
         e => Failure::Other(anyhow::Error::new(e).context("cannot open the dataset (--data)")),
     })?;
-    let request = ExportRequest::from_pairs(&pairs, engine.policy()).map_err(usage)?;
+    let privacy = args.privacy.privacy(args.policy.as_deref())?;
+    let request = ExportRequest::from_pairs_under(&pairs, engine.policy(), &privacy).map_err(usage)?;
     let mut export = engine.export(&request).await.map_err(engine_failure)?;
     for skipped in &export.selection().skipped {
         eprintln!("warning: skipped unreadable file {}: {}", skipped.name, skipped.reason);

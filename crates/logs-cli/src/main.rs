@@ -5,6 +5,7 @@ mod export;
 mod generate;
 mod oidc;
 mod preallocate;
+mod privacy;
 mod serve;
 mod store;
 mod units;

@@ -27,6 +27,11 @@ pub struct OidcArgs {
     /// (the format of --introspection-grants).
     #[arg(long, env = "LOGS_OIDC_GRANTS", requires = "oidc_issuer", value_name = "FILE")]
     oidc_grants: Option<PathBuf>,
+    /// The claim naming a token's field policy in --field-policies (a token without it gets
+    /// the policy of its scopes, else the default; one naming an undefined policy exports
+    /// nothing).
+    #[arg(long, env = "LOGS_OIDC_POLICY_CLAIM", requires = "oidc_issuer", value_name = "NAME")]
+    oidc_policy_claim: Option<String>,
     /// The accepted `typ` headers, separated by commas (some providers write `JWT`).
     #[arg(
         long,
@@ -62,6 +67,7 @@ impl OidcArgs {
         let (issuer, audience) = (self.oidc_issuer.as_ref()?, self.oidc_audience.as_ref()?);
         let settings = OidcConfig {
             applications_claim: self.oidc_applications_claim.clone(),
+            policy_claim: self.oidc_policy_claim.clone(),
             token_types: self.oidc_token_types.iter().map(|t| t.trim().to_owned()).collect(),
             leeway: self.oidc_leeway,
             jwks_max_age: self.oidc_jwks_max_age,

@@ -162,6 +162,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     prepared: PreparedArgs,
 
+    #[command(flatten)]
+    privacy: crate::privacy::PrivacyArgs,
+
     /// Log format on stderr.
     #[arg(long, env = "LOGS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -366,6 +369,7 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         shutdown_timeout: args.shutdown_timeout,
         drain_delay: args.drain_delay,
         prepared: args.prepared.config()?,
+        privacy: args.privacy.files(),
         ..ServiceConfig::new(data)
     })
 }

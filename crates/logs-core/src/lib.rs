@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod part;
 pub mod plan;
+pub mod privacy;
 pub mod query;
 pub mod request;
 pub mod schema;
@@ -21,6 +22,7 @@ pub use aliases::{ColumnSource, FieldAliases};
 pub use cursor::{ChainCursor, ChainPosition, CursorKeys, CursorSettings, StepSummary};
 pub use engine::{Engine, EngineConfig, ExportStream, Pruning};
 pub use error::{Error, RequestError, Result};
+pub use privacy::{FieldPolicy, Policies, Privacy, PseudonymKey, Scrubber, Treatment};
 pub use query::QueryPairs;
 pub use request::{
     Column, DateDimension, ExportRequest, Filter, FilterValue, Parts, RequestPolicy, TimeRange,

@@ -14,6 +14,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility, col, lit,
 };
 
+use crate::privacy::PseudonymKey;
 use crate::request::Parts;
 use crate::schema::Field;
 
@@ -21,9 +22,11 @@ use crate::schema::Field;
 pub const PART_KEY: [Field; 4] =
     [Field::ERROR_TIMESTAMP, Field::ERROR_RECEIVE_TIMESTAMP, Field::SERVICE_DEVICE_ID, Field::ERROR_ID];
 
-/// The predicate "this record belongs to part `parts.number` of `parts.count`".
-pub fn part_predicate(parts: Parts) -> Expr {
-    let udf = ScalarUDF::new_from_impl(RecordPart::new(parts.count));
+/// The predicate "this record belongs to part `parts.number` of `parts.count`". With a `key`
+/// (a field policy hides one of [`PART_KEY`]), the part is a keyed hash of the record's hash,
+/// so that a caller cannot test a guess of a hidden value against the parts.
+pub fn part_predicate(parts: Parts, key: Option<Arc<PseudonymKey>>) -> Expr {
+    let udf = ScalarUDF::new_from_impl(RecordPart::new(parts.count, key));
     udf.call(PART_KEY.iter().map(|f| col(f.name())).collect()).eq(lit(parts.number))
 }
 
@@ -36,12 +39,22 @@ pub fn record_part(
     error_id: Option<&str>,
     parts_count: u32,
 ) -> u32 {
+    (record_hash(error_timestamp, error_receive_timestamp, service_device_id, error_id)
+        % u64::from(parts_count.max(1))) as u32
+}
+
+fn record_hash(
+    error_timestamp: Option<i64>,
+    error_receive_timestamp: Option<i64>,
+    service_device_id: Option<u64>,
+    error_id: Option<&str>,
+) -> u64 {
     let mut h = Fnv::new();
     h.int(error_timestamp.map(|v| v as u64));
     h.int(error_receive_timestamp.map(|v| v as u64));
     h.int(service_device_id);
     h.text(error_id);
-    (finalise(h.0) % u64::from(parts_count.max(1))) as u32
+    finalise(h.0)
 }
 
 struct Fnv(u64);
@@ -91,13 +104,14 @@ fn finalise(mut z: u64) -> u64 {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct RecordPart {
     count: u32,
+    key: Option<Arc<PseudonymKey>>,
     signature: Signature,
 }
 
 impl RecordPart {
-    fn new(count: u32) -> RecordPart {
+    fn new(count: u32, key: Option<Arc<PseudonymKey>>) -> RecordPart {
         let types = PART_KEY.iter().map(|f| crate::schema::arrow_type(f.field_type())).collect();
-        RecordPart { count, signature: Signature::exact(types, Volatility::Immutable) }
+        RecordPart { count, key, signature: Signature::exact(types, Volatility::Immutable) }
     }
 }
 
@@ -119,7 +133,7 @@ impl ScalarUDFImpl for RecordPart {
         let [ts, rts, dev, id] = arrays.as_slice() else {
             return exec_err!("logs_record_part takes 4 arguments, got {}", arrays.len());
         };
-        let parts = record_parts(ts, rts, dev, id, self.count)?;
+        let parts = record_parts(ts, rts, dev, id, self.count, self.key.as_deref())?;
         Ok(ColumnarValue::Array(Arc::new(parts)))
     }
 }
@@ -130,6 +144,7 @@ fn record_parts(
     dev: &ArrayRef,
     id: &ArrayRef,
     count: u32,
+    key: Option<&PseudonymKey>,
 ) -> Result<UInt32Array> {
     let ts = ts.as_primitive::<Int64Type>();
     let rts = rts.as_primitive::<Int64Type>();
@@ -140,13 +155,14 @@ fn record_parts(
     let value = |a: &dyn Array, i: usize| a.is_valid(i);
     Ok((0..ts.len())
         .map(|i| {
-            record_part(
+            let hash = record_hash(
                 value(ts, i).then(|| ts.value(i)),
                 value(rts, i).then(|| rts.value(i)),
                 value(dev, i).then(|| dev.value(i)),
                 value(id, i).then(|| id.value(i)),
-                count,
-            )
+            );
+            let hash = key.map_or(hash, |key| key.keyed_u64(b"logs-export part\0", &hash.to_le_bytes()));
+            (hash % u64::from(count.max(1))) as u32
         })
         .collect())
 }
@@ -183,7 +199,7 @@ mod tests {
         let dev: ArrayRef = Arc::new(UInt64Array::from(vec![Some(u64::MAX), None, Some(9)]));
         let id: ArrayRef =
             Arc::new(StringViewArray::from(vec![Some("a"), Some("a long error id value"), None]));
-        let parts = record_parts(&ts, &rts, &dev, &id, 5).unwrap();
+        let parts = record_parts(&ts, &rts, &dev, &id, 5, None).unwrap();
         assert_eq!(parts.value(0), record_part(Some(1), Some(2), Some(u64::MAX), Some("a"), 5));
         assert_eq!(parts.value(1), record_part(None, Some(2), None, Some("a long error id value"), 5));
         assert_eq!(parts.value(2), record_part(Some(3), None, Some(9), None, 5));

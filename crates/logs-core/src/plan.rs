@@ -12,7 +12,9 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableSource, cast, col, lit};
 
 use crate::aliases::ColumnSource;
-use crate::part::part_predicate;
+use crate::part::{PART_KEY, part_predicate};
+use crate::privacy::Treatment;
+use crate::privacy::kernels::treat;
 use crate::request::{Column, ExportRequest, FilterValue};
 
 /// The name of the scanned table in plans and their explanations.
@@ -61,15 +63,31 @@ pub fn build_predicate(request: &ExportRequest, range_test: RangeTest) -> Option
         let time = col(request.date_dimension().timestamp_field().name());
         predicates.extend([time.clone().gt_eq(lit(range.since)), time.lt_eq(lit(range.until))]);
     }
+    let privacy = request.privacy();
     predicates.extend(request.filters().iter().map(|filter| {
         let value = match &filter.value {
             FilterValue::String(s) => lit(ScalarValue::Utf8View(Some(s.clone()))),
             FilterValue::Int64(v) => lit(*v),
             FilterValue::UInt64(v) => lit(*v),
         };
-        col(filter.field.name()).eq(value)
+        // A filter on a treated field compares the value as the caller sees it.
+        let field = filter.field;
+        if privacy.treatment(field) == Treatment::Allow {
+            col(field.name()).eq(value)
+        } else {
+            let output = crate::schema::arrow_type(field.field_type());
+            let column = if field.field_type().is_integer() {
+                col(field.name())
+            } else {
+                cast(col(field.name()), output)
+            };
+            treat(privacy, field, column).eq(value)
+        }
     }));
-    predicates.extend(request.parts().map(part_predicate));
+    // A part computed from hidden values is keyed, so that it tells nothing about them.
+    let keyed = PART_KEY.iter().any(|f| privacy.treatment(*f) != Treatment::Allow);
+    predicates
+        .extend(request.parts().map(|parts| part_predicate(parts, privacy.key().filter(|_| keyed).cloned())));
     conjunction(predicates)
 }
 
@@ -88,6 +106,7 @@ fn column_expr(request: &ExportRequest, column: &Column, scanned: &Schema) -> Re
             _ => col(field.name()),
         }
     };
+    let expr = treat(request.privacy(), field, expr);
     Ok(if matches!(expr, Expr::Column(_)) && column.name == field.name() {
         expr
     } else {

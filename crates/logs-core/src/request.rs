@@ -4,11 +4,15 @@
 //! checked here, once, for the library, the CLI and the HTTP server alike. An
 //! `ExportRequest` can only be obtained through this validation.
 
+use std::sync::Arc;
+
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 
 use crate::aliases::{ColumnSource, FieldAliases};
 use crate::cursor::{self, Binding, ChainCursor, CursorKeys};
 use crate::error::{RequestError, quote};
+use crate::part::PART_KEY;
+use crate::privacy::{Privacy, Treatment};
 use crate::query::{PARAMETERS, QueryPairs};
 pub use crate::schema::DateDimension;
 use crate::schema::{Field, FieldType};
@@ -81,6 +85,7 @@ pub struct ExportRequest {
     skip_unavailable_shards: bool,
     parts: Option<Parts>,
     cursor: Option<ChainCursor>,
+    privacy: Arc<Privacy>,
 }
 
 impl ExportRequest {
@@ -92,6 +97,18 @@ impl ExportRequest {
 
     /// Validates decoded pairs.
     pub fn from_pairs(pairs: &QueryPairs, policy: &RequestPolicy) -> Result<ExportRequest, RequestError> {
+        ExportRequest::from_pairs_under(pairs, policy, &Privacy::none())
+    }
+
+    /// Validates decoded pairs for a caller under a field policy: a denied field is refused in
+    /// `fields` and in filters, a filter on a treated field compares the value as the caller
+    /// sees it (a pseudonym, a truncated address, a rounded time), and the range and parts
+    /// cannot reveal more of a time or an identity than the policy shows.
+    pub fn from_pairs_under(
+        pairs: &QueryPairs,
+        policy: &RequestPolicy,
+        privacy: &Arc<Privacy>,
+    ) -> Result<ExportRequest, RequestError> {
         let aliases = &policy.aliases;
         let mut filters = Vec::new();
         for (name, value) in pairs.iter() {
@@ -99,7 +116,12 @@ impl ExportRequest {
                 // The required parameter, not a filter.
                 Some(ColumnSource::Field(Field::APPLICATION_ID)) => {}
                 Some(ColumnSource::Field(field)) => {
-                    filters.push(Filter { field, value: parse_filter_value(name, field, value)? });
+                    let value = match privacy.treatment(field) {
+                        Treatment::Deny => return Err(denied(name, name, field)),
+                        Treatment::Pseudonymise => parse_pseudonym(name, value)?,
+                        _ => parse_filter_value(name, field, value)?,
+                    };
+                    filters.push(Filter { field, value });
                 }
                 Some(ColumnSource::Absent(_)) => {
                     return Err(RequestError::new(
@@ -137,6 +159,12 @@ impl ExportRequest {
             Some(cursor) => TimeRange { since: chain_since(pairs, cursor)?, until: CHAIN_UNTIL },
         };
         let columns = parse_fields(required(pairs, "fields")?, aliases)?;
+        if let Some((column, field)) = columns.iter().find_map(|c| match c.source {
+            ColumnSource::Field(f) if privacy.treatment(f) == Treatment::Deny => Some((c, f)),
+            _ => None,
+        }) {
+            return Err(denied("fields", &column.name, field));
+        }
         let date_dimension = match pairs.get("date_dimension") {
             None | Some("default") => DateDimension::Default,
             Some("receive") => DateDimension::Receive,
@@ -151,6 +179,19 @@ impl ExportRequest {
         let skip_unavailable_shards =
             parse_bool("skip_unavailable_shards", pairs.get("skip_unavailable_shards"))?;
         let parts = parse_parts(pairs.get("parts_count"), pairs.get("part_number"))?;
+        check_private_range(privacy, date_dimension, range, cursor.is_some())?;
+        if parts.is_some()
+            && privacy.key().is_none()
+            && let Some(field) = PART_KEY.iter().find(|f| privacy.treatment(**f) != Treatment::Allow)
+        {
+            return Err(RequestError::new(
+                "parts_count",
+                format!(
+                    "cannot be used under this token's field policy: a record's part is computed from `{field}`, \
+                     which the policy hides, and hiding it needs the service's pseudonym key, which is not set"
+                ),
+            ));
+        }
         let limit = match &cursor {
             None => parse_limit(pairs.get("limit"), policy)?,
             // A chain's call sends every new record, whatever the service's maximum `limit`:
@@ -158,7 +199,12 @@ impl ExportRequest {
             Some(cursor) => {
                 refuse_with_cursor(pairs, skip_unavailable_shards)?;
                 if let ChainCursor::Continue { position, .. } = cursor {
-                    check_chain(position, application_id, date_dimension, &columns, &filters)?;
+                    check_chain(
+                        position,
+                        application_id,
+                        date_dimension,
+                        &binding(&columns, &filters, privacy),
+                    )?;
                 }
                 None
             }
@@ -175,7 +221,13 @@ impl ExportRequest {
             skip_unavailable_shards,
             parts,
             cursor,
+            privacy: Arc::clone(privacy),
         })
+    }
+
+    /// The field policy the request was validated under, which its plan applies.
+    pub fn privacy(&self) -> &Arc<Privacy> {
+        &self.privacy
     }
 
     pub fn application_id(&self) -> i64 {
@@ -225,12 +277,18 @@ impl ExportRequest {
 
     /// What a chain's cursor is bound to besides the application and the dimension.
     pub(crate) fn binding(&self) -> Binding {
-        binding(&self.columns, &self.filters)
+        binding(&self.columns, &self.filters, &self.privacy)
     }
 }
 
-fn binding(columns: &[Column], filters: &[Filter]) -> Binding {
-    let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+/// What a chain is bound to: the columns, the filters and, when there is one, the field policy
+/// (a chain continues only under the policy it started under).
+fn binding(columns: &[Column], filters: &[Filter], privacy: &Privacy) -> Binding {
+    let mut names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+    let policy = format!("\0field policy {}", privacy.fingerprint());
+    if !privacy.fingerprint().is_empty() {
+        names.push(&policy);
+    }
     let filters = filters
         .iter()
         .map(|f| {
@@ -300,14 +358,13 @@ fn check_chain(
     position: &cursor::ChainPosition,
     application_id: i64,
     dimension: DateDimension,
-    columns: &[Column],
-    filters: &[Filter],
+    bound: &Binding,
 ) -> Result<(), RequestError> {
     let belongs = |what: String| {
         RequestError::new(
             "cursor",
             format!(
-                "belongs to a chain of {what}; a chain's calls ask for the same application_id, date_dimension, fields (in order) and filters, or start a new chain with cursor=start"
+                "belongs to a chain of {what}; a chain's calls ask for the same application_id, date_dimension, fields (in order) and filters under the same field policy, or start a new chain with cursor=start"
             ),
         )
     };
@@ -321,9 +378,8 @@ fn check_chain(
         };
         return Err(belongs(format!("date_dimension={name}")));
     }
-    let bound = binding(columns, filters);
     if position.binding.fields != bound.fields {
-        return Err(belongs("other fields".into()));
+        return Err(belongs("other fields or another field policy".into()));
     }
     if position.binding.filters != bound.filters {
         return Err(belongs("other filters".into()));
@@ -413,6 +469,73 @@ fn parse_filter_value(name: &str, field: Field, value: &str) -> Result<FilterVal
             )
         })?),
     })
+}
+
+/// The refusal of `name` (a parameter, or the filter itself), which names `field`, denied.
+fn denied(parameter: &str, name: &str, field: Field) -> RequestError {
+    let what =
+        if name == field.name() { format!("`{name}`") } else { format!("`{}` (`{field}`)", quote(name)) };
+    let place = if parameter == "fields" { "contains" } else { "filters on" };
+    RequestError::new(
+        parameter,
+        format!(
+            "{place} {what}, which this token's field policy denies: it may not be exported or filtered on"
+        ),
+    )
+}
+
+/// A filter on a pseudonymised field takes a pseudonym, as the caller's exports show it.
+fn parse_pseudonym(name: &str, value: &str) -> Result<FilterValue, RequestError> {
+    if value.len() == 32 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(FilterValue::String(value.to_owned()))
+    } else {
+        Err(RequestError::new(
+            name,
+            format!(
+                "is `{}`; this token's field policy pseudonymises the field, so a filter on it takes a pseudonym: \
+                 32 lowercase hexadecimal digits, as the exports show it",
+                quote(value)
+            ),
+        ))
+    }
+}
+
+/// Under a policy that denies or coarsens the time the range applies to, the range must
+/// start and end on whole days (denied) or whole units of the coarsening: a finer range would
+/// tell the hidden time by bisection.
+fn check_private_range(
+    privacy: &Privacy,
+    dimension: DateDimension,
+    range: TimeRange,
+    chain: bool,
+) -> Result<(), RequestError> {
+    let field = dimension.timestamp_field();
+    let unit = match privacy.treatment(field) {
+        Treatment::Deny => crate::privacy::Coarsening::Day,
+        Treatment::Coarsen => privacy.policy().coarsening(),
+        _ => return Ok(()),
+    };
+    let seconds = unit.seconds();
+    let why = format!(
+        "this token's field policy {} `{field}`, so the range must start and end on whole {}s{}",
+        if privacy.treatment(field) == Treatment::Deny { "denies" } else { "coarsens" },
+        unit.name(),
+        if unit == crate::privacy::Coarsening::Day {
+            " (give dates alone)"
+        } else {
+            " (hh:00:00 to hh:59:59)"
+        },
+    );
+    if range.since.rem_euclid(seconds) != 0 {
+        return Err(RequestError::new(
+            "date_since",
+            format!("does not start a whole {}: {why}", unit.name()),
+        ));
+    }
+    if !chain && (range.until + 1).rem_euclid(seconds) != 0 {
+        return Err(RequestError::new("date_until", format!("does not end a whole {}: {why}", unit.name())));
+    }
+    Ok(())
 }
 
 /// Parses `yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd`; a date alone means the day's first second,

@@ -158,3 +158,44 @@ async fn a_deleted_or_replaced_object_breaks_the_chain_with_a_conflict_naming_it
     let error = call(&engine, &cursor).await.unwrap_err().to_string();
     assert!(error.contains("are gone"), "{error}");
 }
+
+/// A chain continues only under the field policy it started under: a cursor made for a
+/// contractor's pseudonymised export is refused without the policy and under another one.
+#[tokio::test]
+async fn a_chain_is_bound_to_its_field_policy() {
+    use std::sync::Arc;
+
+    use logs_core::privacy::PolicySpec;
+    use logs_core::{ExportRequest, FieldPolicy, Privacy, PseudonymKey, QueryPairs};
+
+    let dir = generate(500, 2);
+    let engine = chain_engine(&data_root(&dir));
+    tokio::time::sleep(SETTLE + Duration::from_millis(100)).await;
+    let key = Arc::new(PseudonymKey::new(&[7; 32]).unwrap());
+    let privacy = |fields: &[(&str, &str)]| {
+        let spec = PolicySpec {
+            fields: fields.iter().map(|(f, t)| (f.to_string(), t.to_string())).collect(),
+            ..Default::default()
+        };
+        Arc::new(
+            Privacy::new(FieldPolicy::from_spec(&spec).unwrap(), Some(Arc::clone(&key)), Arc::default())
+                .unwrap(),
+        )
+    };
+    let pseudonymised = privacy(&[("service_device_id", "pseudonymise")]);
+    let scrubbed = privacy(&[("error", "scrub")]);
+    let parse = |cursor: &str, privacy: &Arc<Privacy>| {
+        let since = if cursor == "start" { "&date_since=2026-10-01" } else { "" };
+        let query = format!("application_id={APP}&fields={FIELDS}&cursor={cursor}{since}");
+        ExportRequest::from_pairs_under(&QueryPairs::parse(&query).unwrap(), engine.policy(), privacy)
+    };
+    let mut export = engine.export(&parse("start", &pseudonymised).unwrap()).await.unwrap();
+    while futures::StreamExt::next(&mut export).await.is_some() {}
+    let cursor = export.next_cursor().unwrap().to_owned();
+    parse(&cursor, &pseudonymised).unwrap();
+    for other in [Privacy::none(), scrubbed] {
+        let refused = parse(&cursor, &other).unwrap_err();
+        assert_eq!(refused.parameter(), "cursor");
+        assert!(refused.message().contains("field policy"), "{refused}");
+    }
+}

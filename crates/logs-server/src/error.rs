@@ -56,6 +56,9 @@ pub enum ApiError {
     InsufficientScope { required: &'static str },
     /// The token may not read this application; the same answer whether it exists or not (403).
     ApplicationDenied { application_id: i64 },
+    /// The caller's field policy cannot be had (a claim names a policy the service does not
+    /// define, or it pseudonymises without the service's key): nothing is exported (403).
+    FieldPolicyUnavailable(String),
     /// No such route, or an export extension other than `csv` and `json` (404).
     NotFound,
     /// No application with this id, for a token that may read every application (404); a
@@ -221,6 +224,11 @@ impl ApiError {
                 format!("the access token does not grant access to application {application_id}"),
             )
             .at("application_id"),
+            ApiError::FieldPolicyUnavailable(why) => Problem::new(
+                StatusCode::FORBIDDEN,
+                "field_policy_unavailable",
+                format!("no export under this token: {why}; the operator's field policies must define it"),
+            ),
             ApiError::NotFound => Problem::new(
                 StatusCode::NOT_FOUND,
                 "not_found",

@@ -42,6 +42,7 @@
 //!     name: "me".into(),
 //!     scopes: ["service:read".to_owned()].into(),
 //!     applications: Applications::All,
+//!     ..Principal::default()
 //! };
 //! let tokens = TokenStore::fixed(TokenSet::single("my-secret-token", principal));
 //! let auth = Authenticator::new(Some(Arc::new(tokens)), None);

@@ -37,7 +37,11 @@ use management::{application_operation, applications_operation};
 pub use parts::DocumentSettings;
 use parts::{header_of, integer, request_id_header};
 
+use axum::Extension;
 use axum::extract::State;
+use logs_core::FieldPolicy;
+
+use crate::auth::Caller;
 use axum::response::Response;
 use serde_json::Value;
 use utoipa::openapi::header::Header;
@@ -69,7 +73,7 @@ const HEALTHZ: &str = "/healthz";
 
 /// Headers that a response may leave out, by response (component name or status); every
 /// other documented response header is `required`.
-const OPTIONAL_HEADERS: [(&str, &str); 11] = [
+const OPTIONAL_HEADERS: [(&str, &str); 13] = [
     ("Forbidden", "WWW-Authenticate"),
     ("ServiceUnavailable", "Retry-After"),
     ("200", "Content-Encoding"),
@@ -79,6 +83,8 @@ const OPTIONAL_HEADERS: [(&str, &str); 11] = [
     ("200", "Accept-Ranges"),
     // Only a cursor chain's call has one.
     ("200", "Logs-Cursor"),
+    ("200", "Logs-Field-Policy"),
+    ("206", "Logs-Field-Policy"),
     ("202", "Preference-Applied"),
     ("206", "Content-Encoding"),
     ("304", "Content-Encoding"),
@@ -86,10 +92,17 @@ const OPTIONAL_HEADERS: [(&str, &str); 11] = [
 ];
 
 /// The handler of `GET /openapi.json`: the document of this service's settings.
-pub async fn serve_document(State(state): State<AppState>) -> Response {
+pub async fn serve_document(State(state): State<AppState>, Extension(caller): Extension<Caller>) -> Response {
+    // The caller's own document: without the fields its policy denies, the others as it sees
+    // them. A policy that cannot be resolved shows every field as denied: none.
+    let policy = match state.privacy_of(&caller.principal) {
+        Ok(privacy) => privacy.policy().clone(),
+        Err(_) => FieldPolicy::deny_all(),
+    };
     let settings = DocumentSettings {
         aliases: state.engine().policy().aliases.clone(),
         json_integers: state.settings().json_integers,
+        policy,
     };
     let document = document_json(&settings);
     crate::json::json_response(document)
@@ -220,6 +233,7 @@ fn export_operation(format: Format, settings: &DocumentSettings) -> Operation {
             ),
         )
         .header("Content-Length", header_of(integer(Some(0), None), "The bytes of the range."))
+        .header("Logs-Field-Policy", field_policy_header())
         .header("ETag", etag_header())
         .header("Accept-Ranges", accept_ranges_header())
         .header("Content-Encoding", content_encoding_header())
@@ -282,6 +296,7 @@ fn export_operation(format: Format, settings: &DocumentSettings) -> Operation {
                  Keep it only once the whole body has been read.",
             ),
         )
+        .header("Logs-Field-Policy", field_policy_header())
         .header("Content-Encoding", content_encoding_header())
         .header(
             "Content-Length",
@@ -304,7 +319,7 @@ fn export_operation(format: Format, settings: &DocumentSettings) -> Operation {
         &description,
         &["400", "401", "403", "409", "414", "416", "429", "431", "500", "503"],
     )
-    .parameters(Some(export_parameters(&settings.aliases)))
+    .parameters(Some(export_parameters(settings)))
     .response("200", ok)
     .response("202", accepted)
     .response("206", partial)
@@ -357,6 +372,17 @@ fn openapi_operation() -> Operation {
 
 fn enum_string(value: &str) -> ObjectBuilder {
     ObjectBuilder::new().schema_type(Type::String).enum_values(Some([value]))
+}
+
+fn field_policy_header() -> Header {
+    header_of(
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some("^[A-Za-z0-9_]+=[a-z]+(, [A-Za-z0-9_]+=[a-z]+)*$")),
+        "The columns of this export that the caller's field policy changed, as `name=treatment` \
+         (`pseudonymise`, `truncate`, `coarsen`, `scrub`), in the order of `fields`. Absent when it \
+         changed none.",
+    )
 }
 
 fn content_encoding_header() -> Header {

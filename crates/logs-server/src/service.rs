@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use logs_core::{DatasetLocation, Engine, EngineConfig};
+use logs_core::{DatasetLocation, Engine, EngineConfig, Policies, PseudonymKey};
 use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -80,6 +80,17 @@ pub struct ServiceConfig {
     pub drain_delay: Duration,
     /// Prepared exports and their spool; none by default (every export is streamed).
     pub prepared: Option<PreparedConfig>,
+    /// Field policies and the pseudonym key; none by default (every token sees every field).
+    pub privacy: PrivacyFiles,
+}
+
+/// Where the field policies and the pseudonym key are read from (see [`logs_core::privacy`]).
+#[derive(Debug, Clone, Default)]
+pub struct PrivacyFiles {
+    /// The field-policies file: named policies, the scopes that select them, the default.
+    pub field_policies: Option<PathBuf>,
+    /// At least 32 random bytes: the key of `pseudonymise`.
+    pub pseudonym_key: Option<PathBuf>,
 }
 
 impl ServiceConfig {
@@ -103,6 +114,7 @@ impl ServiceConfig {
             shutdown_timeout: options.shutdown_timeout,
             drain_delay: Duration::ZERO,
             prepared: None,
+            privacy: PrivacyFiles::default(),
         }
     }
 }
@@ -234,6 +246,7 @@ impl Service {
                     name: "generated".into(),
                     scopes: [READ_SCOPE.to_owned(), WRITE_SCOPE.to_owned()].into(),
                     applications: Applications::All,
+                    ..Principal::default()
                 };
                 (Some(Arc::new(TokenStore::fixed(TokenSet::single(&token, principal)))), None, Some(token))
             }
@@ -251,11 +264,12 @@ impl Service {
             shutdown_timeout: config.shutdown_timeout,
             ..ServeOptions::for_settings(&config.settings)
         };
+        let policies = field_policies(&config.privacy, store.as_deref())?;
         let mut auth = Authenticator::new(store, introspector);
         if let Some(jwt) = jwt {
             auth = auth.with_jwt(jwt);
         }
-        let mut state = AppState::new(Arc::new(engine), auth, config.settings).await?;
+        let mut state = AppState::new(Arc::new(engine), auth, config.settings).await?.with_policies(policies);
         if let Some(prepared) = config.prepared {
             state = state.with_prepared(Prepared::open(prepared, &s3).await?);
         }
@@ -420,6 +434,27 @@ async fn introspector(
         config.grants = Some(ApplicationGrants::from_file(grants)?);
     }
     Introspector::new(config)
+}
+
+/// The field policies of `files`, checked with the tokens file's own policies: a policy that
+/// pseudonymises needs the key.
+fn field_policies(files: &PrivacyFiles, tokens: Option<&TokenStore>) -> Result<Arc<Policies>, ConfigError> {
+    let key = match &files.pseudonym_key {
+        Some(path) => Some(Arc::new(PseudonymKey::from_file(path).map_err(ConfigError::Invalid)?)),
+        None => None,
+    };
+    let policies = match &files.field_policies {
+        Some(path) => Policies::from_file(path, key).map_err(ConfigError::Invalid)?,
+        None => Policies::none(key),
+    };
+    if let Some(tokens) = tokens {
+        for (name, policy) in tokens.current().field_policies() {
+            policies
+                .check_own(policy)
+                .map_err(|e| ConfigError::Invalid(format!("tokens file, token `{name}`: {e}")))?;
+        }
+    }
+    Ok(Arc::new(policies))
 }
 
 /// 32 bytes from the operating system's CSPRNG (via `rand`'s thread RNG), as hex.

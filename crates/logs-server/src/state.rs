@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use axum::extract::FromRef;
-use logs_core::Engine;
+use logs_core::privacy::policies::Claims;
+use logs_core::{Engine, Policies, Privacy};
 
 use crate::applications::ApplicationDirectory;
-use crate::auth::{Authenticator, ClientGate, FailureLimit};
+use crate::auth::{Authenticator, ClientGate, FailureLimit, Principal};
 use crate::config::ConfigError;
+use crate::error::ApiError;
 use crate::export::pipeline::ExportRunner;
 use crate::limits::ExportLimiter;
 use crate::metrics::Metrics;
@@ -34,6 +36,7 @@ struct Inner {
     runner: ExportRunner,
     metrics: Arc<Metrics>,
     prepared: Option<Arc<Prepared>>,
+    policies: Arc<Policies>,
     readiness: Arc<Readiness>,
     spill: Arc<SpillQuota>,
     clients: Arc<ClientGate>,
@@ -86,6 +89,7 @@ impl AppState {
                 runner,
                 metrics,
                 prepared: None,
+                policies: Arc::default(),
                 readiness: Arc::default(),
                 clients,
             }),
@@ -97,6 +101,23 @@ impl AppState {
     pub fn with_prepared(self, prepared: Arc<Prepared>) -> AppState {
         let inner = Arc::unwrap_or_clone(self.inner);
         AppState { inner: Arc::new(Inner { prepared: Some(prepared), ..inner }) }
+    }
+
+    /// The same state, with the operator's field policies (see [`logs_core::privacy`]). Call it
+    /// before the state is cloned into a router.
+    pub fn with_policies(self, policies: Arc<Policies>) -> AppState {
+        let inner = Arc::unwrap_or_clone(self.inner);
+        AppState { inner: Arc::new(Inner { policies, ..inner }) }
+    }
+
+    /// The field policy `principal` exports under: its own, else the one its claim names,
+    /// else its scopes', else the default. One that cannot be had is a refusal, never a wider
+    /// policy.
+    pub fn privacy_of(&self, principal: &Principal) -> Result<Arc<Privacy>, ApiError> {
+        let scopes: Vec<&str> = principal.scopes.iter().map(String::as_str).collect();
+        let claims =
+            Claims { own: principal.fields.as_deref(), named: principal.policy.as_deref(), scopes: &scopes };
+        self.inner.policies.resolve(claims).map_err(ApiError::FieldPolicyUnavailable)
     }
 
     /// Prepared exports, if the operator configured a spool.

@@ -145,7 +145,8 @@ async fn the_served_document_shows_the_operators_aliases_and_integers() {
         assert_eq!(record["appmetrica_device_id"]["type"], expected);
         assert_eq!(record["service_device_id"]["type"], expected);
         assert_eq!(record["oaid"]["type"], serde_json::json!(["string", "null"]));
-        let served = DocumentSettings { aliases: config.aliases.clone(), json_integers };
+        let served =
+            DocumentSettings { aliases: config.aliases.clone(), json_integers, ..Default::default() };
         assert_eq!(body, document_json(&served).as_bytes());
     }
 }

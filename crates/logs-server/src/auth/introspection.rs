@@ -314,7 +314,7 @@ impl Introspector {
                 None => Applications::Only(BTreeSet::new()),
             },
         };
-        let principal = Arc::new(Principal { name, scopes, applications });
+        let principal = Arc::new(Principal { name, scopes, applications, ..Principal::default() });
         Ok(Verdict::Active { principal, until: Instant::now() + ttl })
     }
 }

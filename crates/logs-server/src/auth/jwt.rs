@@ -135,7 +135,13 @@ impl JwtVerifier {
                 None => Applications::Only(BTreeSet::new()),
             },
         };
-        Principal { name, scopes, applications }
+        // A policy claim that is there but not a name names no policy: the export is refused.
+        let policy = config
+            .policy_claim
+            .as_ref()
+            .and_then(|claim| claims.get(claim))
+            .map(|value| value.as_str().map_or_else(String::new, str::to_owned));
+        Principal { name, scopes, applications, fields: None, policy }
     }
 }
 

@@ -340,6 +340,7 @@ mod tests {
             name: "a".into(),
             scopes: [READ_SCOPE.to_owned()].into(),
             applications: Applications::Only([1001].into()),
+            ..Principal::default()
         };
         assert!(p.may_access(1001) && !p.may_access(1002));
         assert!(p.has_scope(READ_SCOPE) && !p.has_scope(WRITE_SCOPE));

@@ -42,6 +42,8 @@ pub struct OidcConfig {
     pub applications_claim: String,
     /// Used when a token has no applications claim: by `client_id` (or `azp`) and `sub`.
     pub grants: Option<ApplicationGrants>,
+    /// The claim naming the token's field policy in the field-policies file, if any.
+    pub policy_claim: Option<String>,
     /// The accepted `typ` headers, compared without case and without an `application/`
     /// prefix. RFC 9068 says `at+jwt`; some providers write `JWT`.
     pub token_types: Vec<String>,
@@ -64,6 +66,7 @@ impl OidcConfig {
             audience: audience.into(),
             applications_claim: "applications".into(),
             grants: None,
+            policy_claim: None,
             token_types: vec!["at+jwt".into()],
             leeway: Duration::from_secs(30),
             jwks_max_age: Duration::from_secs(300),

@@ -2,6 +2,9 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
+
+use logs_core::FieldPolicy;
 
 use sha2::{Digest, Sha256};
 
@@ -22,19 +25,25 @@ impl fmt::Debug for TokenHash {
 }
 
 /// Which applications a token may read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Applications {
+    #[default]
     All,
     Only(BTreeSet<i64>),
 }
 
-/// What a token grants: a name for logs, scopes, applications.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a token grants: a name for logs, scopes, applications, and what it may see of each
+/// field.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Principal {
     /// Shown in logs instead of the token.
     pub name: String,
     pub scopes: BTreeSet<String>,
     pub applications: Applications,
+    /// The token's own field policy (a tokens-file entry's `fields`).
+    pub fields: Option<Arc<FieldPolicy>>,
+    /// The field policy a claim of the token names (`--oidc-policy-claim`).
+    pub policy: Option<String>,
 }
 
 impl Principal {

@@ -7,6 +7,8 @@
 //! sha256 = "<hex SHA-256 of the token>"  # or: token = "<plain text>" (development)
 //! scopes = ["service:read", "service:write"]
 //! applications = [1001, 1002]            # omitted: all applications
+//! # omitted: the policy of the field-policies file (`--field-policies`) for its scopes, else all fields
+//! fields = { service_device_id = "pseudonymise", device_ipv6 = "truncate", google_aid = "deny", error = "scrub" }
 //! ```
 //!
 //! A file that cannot be read or parsed never replaces a good set: the previous one stays and
@@ -42,6 +44,7 @@ struct Entry {
     token: Option<String>,
     scopes: Vec<String>,
     applications: Option<Vec<i64>>,
+    fields: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// A set of known tokens, looked up by hash.
@@ -97,7 +100,22 @@ impl TokenSet {
                 None => Applications::All,
                 Some(ids) => Applications::Only(ids.into_iter().collect()),
             };
-            let principal = Principal { name, scopes: entry.scopes.into_iter().collect(), applications };
+            let fields = match entry.fields {
+                None => None,
+                Some(fields) => {
+                    let spec = logs_core::privacy::PolicySpec { fields, ..Default::default() };
+                    let policy =
+                        logs_core::FieldPolicy::from_spec(&spec).map_err(|e| format!("{at}: {e}"))?;
+                    Some(Arc::new(policy))
+                }
+            };
+            let principal = Principal {
+                name,
+                scopes: entry.scopes.into_iter().collect(),
+                applications,
+                fields,
+                policy: None,
+            };
             set.by_hash.insert(hash, Arc::new(principal));
         }
         Ok(set)
@@ -118,6 +136,11 @@ impl TokenSet {
 
     pub fn lookup(&self, hash: &TokenHash) -> Option<Arc<Principal>> {
         self.by_hash.get(hash).cloned()
+    }
+
+    /// The tokens' own field policies, by token name.
+    pub fn field_policies(&self) -> impl Iterator<Item = (&str, &logs_core::FieldPolicy)> {
+        self.by_hash.values().filter_map(|p| p.fields.as_deref().map(|f| (p.name.as_str(), f)))
     }
 }
 

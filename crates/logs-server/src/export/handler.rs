@@ -13,11 +13,11 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;
-use http::{HeaderMap, Method, Uri, header};
+use http::{HeaderMap, HeaderValue, Method, Uri, header};
 use logs_core::{ExportRequest, QueryPairs};
 use logs_format::Format;
 
-use super::headers::{LOGS_CURSOR, SKIPPED_SHARDS, content_disposition};
+use super::headers::{FIELD_POLICY, LOGS_CURSOR, SKIPPED_SHARDS, content_disposition};
 use crate::auth::ReadAccess;
 use crate::error::ApiError;
 use crate::log::RequestLog;
@@ -44,7 +44,13 @@ pub(crate) async fn export_errors(
         return Err(ApiError::NotFound);
     };
     let pairs = QueryPairs::parse(uri.query().unwrap_or(""))?;
-    let request = ExportRequest::from_pairs(&pairs, state.engine().policy())?;
+    let privacy = state.privacy_of(&caller.principal)?;
+    let request = ExportRequest::from_pairs_under(&pairs, state.engine().policy(), &privacy)?;
+    let changed = privacy.changed_columns(request.columns());
+    let policy_header = (!changed.is_empty())
+        .then(|| HeaderValue::from_str(&changed.join(", ")))
+        .transpose()
+        .map_err(|e| ApiError::Internal(format!("cannot write the field policy header: {e}")))?;
     if !caller.principal.may_access(request.application_id()) {
         return Err(ApiError::ApplicationDenied { application_id: request.application_id() });
     }
@@ -56,7 +62,12 @@ pub(crate) async fn export_errors(
             headers: &headers,
             stall: stall.as_ref().map(|s| &s.0),
         };
-        if let Some(response) = prepared.respond(state.runner(), state.settings().gzip_level, asked).await? {
+        if let Some(mut response) =
+            prepared.respond(state.runner(), state.settings().gzip_level, asked).await?
+        {
+            if let Some(value) = policy_header {
+                response.headers_mut().insert(FIELD_POLICY, value);
+            }
             return Ok(response);
         }
     }
@@ -84,6 +95,9 @@ pub(crate) async fn export_errors(
         .header(SKIPPED_SHARDS, skipped);
     if let Some(cursor) = cursor {
         response = response.header(LOGS_CURSOR, cursor);
+    }
+    if let Some(value) = policy_header {
+        response = response.header(FIELD_POLICY, value);
     }
     let response =
         response.body(body).map_err(|e| ApiError::Internal(format!("cannot build the response: {e}")))?;

@@ -9,6 +9,9 @@ pub(crate) const SKIPPED_SHARDS: &str = "x-skipped-shards";
 /// The header that carries the cursor continuing a chain after this export (`cursor=`).
 pub(crate) const LOGS_CURSOR: &str = "logs-cursor";
 
+/// The header that lists the columns the caller's field policy changed (`name=treatment, …`).
+pub(crate) const FIELD_POLICY: &str = "logs-field-policy";
+
 /// `Content-Disposition` of an export in `format`.
 pub(crate) fn content_disposition(format: Format) -> HeaderValue {
     HeaderValue::from_static(match format {

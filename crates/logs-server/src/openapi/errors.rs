@@ -216,6 +216,13 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             ApiError::ApplicationDenied { application_id: 1002 },
             "The application is not among the token's; the same answer whether it exists or not.",
         ),
+        (
+            ApiError::FieldPolicyUnavailable(
+                "the token names field policy `x`, which this service does not define".into(),
+            ),
+            "The token's field policy cannot be applied (its claim names a policy the service does not \
+             define, or the policy pseudonymises without the service's key): nothing is exported.",
+        ),
         (ApiError::NotFound, "No such route (with a valid token; without one any path is 401)."),
         (
             ApiError::ApplicationNotFound { application_id: 1004 },
@@ -306,6 +313,7 @@ fn error_examples() -> Vec<(ApiError, &'static str)> {
             | ApiError::Unauthenticated(_)
             | ApiError::InsufficientScope { .. }
             | ApiError::ApplicationDenied { .. }
+            | ApiError::FieldPolicyUnavailable(_)
             | ApiError::NotFound
             | ApiError::ApplicationNotFound { .. }
             | ApiError::MethodNotAllowed

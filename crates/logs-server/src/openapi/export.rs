@@ -2,7 +2,7 @@
 //! field filters) and the schema of its JSON body.
 
 use logs_core::request::MAX_PARTS;
-use logs_core::{ColumnSource, Field, FieldAliases, FieldType};
+use logs_core::{ColumnSource, Field, FieldType};
 use logs_format::JsonIntegers;
 use serde_json::{Value, json};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn, ParameterStyle};
@@ -15,7 +15,7 @@ use super::parts::{DocumentSettings, integer};
 
 /// The query parameters of the export (spec §4.1), the field filters last (those of the
 /// aliases after the fields').
-pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
+pub(super) fn export_parameters(settings: &DocumentSettings) -> Vec<Parameter> {
     let datetime = |end: &str| {
         ObjectBuilder::new().schema_type(Type::String).pattern(Some(DATETIME_PATTERN)).description(Some(
             format!("`yyyy-mm-dd hh:mm:ss` or `yyyy-mm-dd` (UTC); a date alone means {end} of the day"),
@@ -48,7 +48,7 @@ pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
              23:59:59). May not be before `date_since`. Required, except with `cursor`, which refuses it.",
             Some(json!("2026-10-07 23:59:59")),
         ),
-        fields_parameter(aliases),
+        fields_parameter(settings),
         query_parameter(
             "date_dimension",
             false,
@@ -116,11 +116,15 @@ pub(super) fn export_parameters(aliases: &FieldAliases) -> Vec<Parameter> {
             Some(json!("start")),
         ),
     ];
-    parameters
-        .extend(Field::all().filter(|f| *f != Field::APPLICATION_ID).map(|f| filter_parameter(f.name(), f)));
-    for (alias, source) in aliases.iter() {
+    parameters.extend(
+        settings
+            .fields()
+            .filter(|f| *f != Field::APPLICATION_ID)
+            .map(|f| filter_parameter(f.name(), f, settings)),
+    );
+    for (alias, source) in settings.aliases() {
         if let ColumnSource::Field(field) = source {
-            parameters.push(filter_parameter(alias, field));
+            parameters.push(filter_parameter(alias, field, settings));
         }
     }
     parameters.extend(prepared_export_headers());
@@ -176,11 +180,13 @@ fn prepared_export_headers() -> Vec<Parameter> {
 const DATETIME_PATTERN: &str =
     "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])( ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9])?$";
 
-fn fields_parameter(aliases: &FieldAliases) -> Parameter {
-    let mut names: Vec<&str> = Field::all().map(Field::name).collect();
-    names.extend(aliases.iter().map(|(alias, _)| alias));
-    let list: Vec<String> =
-        Field::all().map(|f| format!("`{}` ({})", f.name(), type_name(f.field_type()))).collect();
+fn fields_parameter(settings: &DocumentSettings) -> Parameter {
+    let mut names: Vec<&str> = settings.fields().map(Field::name).collect();
+    names.extend(settings.aliases().map(|(alias, _)| alias));
+    let list: Vec<String> = settings
+        .fields()
+        .map(|f| format!("`{}` ({})", f.name(), type_name(settings.output_type(ColumnSource::Field(f)))))
+        .collect();
     let schema = ArrayBuilder::new()
         .items(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names)))
         .min_items(Some(1))
@@ -189,12 +195,12 @@ fn fields_parameter(aliases: &FieldAliases) -> Parameter {
         "The fields to return, comma-separated (`fields=error_id,os_name`), in the order of the \
          output's columns. Any subset of the {} fields, each at most once; spaces around names are \
          ignored. Allowed: {}.",
-        Field::all().len(),
+        list.len(),
         list.join(", ")
     );
-    if !aliases.is_empty() {
+    if settings.aliases().next().is_some() {
         let described: Vec<String> =
-            aliases.iter().map(|(alias, source)| describe_alias(alias, source)).collect();
+            settings.aliases().map(|(alias, source)| describe_alias(alias, source)).collect();
         description.push_str(&format!(
             " This service also accepts these names, set by its operator; the output names each \
              column as requested: {}.",
@@ -225,8 +231,9 @@ pub(super) fn describe_alias(alias: &str, source: ColumnSource) -> String {
 
 /// An equality filter on `field`, named `name` (the field's name or an alias), with the
 /// field's type.
-fn filter_parameter(name: &str, field: Field) -> Parameter {
-    let schema: RefOr<Schema> = match field.field_type() {
+fn filter_parameter(name: &str, field: Field, settings: &DocumentSettings) -> Parameter {
+    let kind = settings.output_type(ColumnSource::Field(field));
+    let schema: RefOr<Schema> = match kind {
         FieldType::String => ObjectBuilder::new().schema_type(Type::String).into(),
         FieldType::Int64 => integer(Some(i64::MIN), Some(i64::MAX))
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
@@ -239,9 +246,10 @@ fn filter_parameter(name: &str, field: Field) -> Parameter {
         if name == field.name() { String::new() } else { format!(" `{name}` is another name of `{field}`.") };
     let description = format!(
         "Equality filter on `{field}` ({kind}): only records whose `{field}` equals this value exactly \
-         (case-sensitive; a null never matches). {meaning}{alias}",
-        kind = type_name(field.field_type()),
+         (case-sensitive; a null never matches). {meaning}{note}{alias}",
+        kind = type_name(kind),
         meaning = field_meaning(field),
+        note = settings.treatment_note(field),
     );
     query_parameter(name, false, schema, &description, None)
 }
@@ -358,11 +366,14 @@ pub(super) fn record_schema(settings: &DocumentSettings) -> ObjectBuilder {
             .pattern(pattern)
             .description(Some(description))
     };
-    for field in Field::all() {
-        record = record.property(field.name(), property(field.field_type(), field_meaning(field)));
+    for field in settings.fields() {
+        let description = format!("{}{}", field_meaning(field), settings.treatment_note(field));
+        record = record
+            .property(field.name(), property(settings.output_type(ColumnSource::Field(field)), &description));
     }
-    for (alias, source) in settings.aliases.iter() {
-        record = record.property(alias, property(source.field_type(), &describe_alias(alias, source)));
+    for (alias, source) in settings.aliases() {
+        record =
+            record.property(alias, property(settings.output_type(source), &describe_alias(alias, source)));
     }
     record.additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }

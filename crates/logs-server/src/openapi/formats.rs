@@ -1,6 +1,6 @@
 //! What each export format's body is, and the typed formats' columns (`TypedRecord`).
 
-use logs_core::{Field, FieldType};
+use logs_core::{ColumnSource, FieldType};
 use logs_format::Format;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::{KnownFormat, Ref, RefOr};
@@ -98,11 +98,13 @@ pub(super) fn typed_record_schema(settings: &DocumentSettings) -> ObjectBuilder 
             .format(format)
             .description(Some(format!("Arrow `{arrow}`. {description}")))
     };
-    for field in Field::all() {
-        record = record.property(field.name(), column(field.field_type(), field_meaning(field)));
+    for field in settings.fields() {
+        let description = format!("{}{}", field_meaning(field), settings.treatment_note(field));
+        record = record
+            .property(field.name(), column(settings.output_type(ColumnSource::Field(field)), &description));
     }
-    for (alias, source) in settings.aliases.iter() {
-        record = record.property(alias, column(source.field_type(), &describe_alias(alias, source)));
+    for (alias, source) in settings.aliases() {
+        record = record.property(alias, column(settings.output_type(source), &describe_alias(alias, source)));
     }
     record.additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }

@@ -387,15 +387,16 @@ impl Prepared {
 /// the format, the application, range and dimension, the columns (names as requested, and
 /// what each is made of), the filters (in a fixed order), the limit, the BOM, the skip policy,
 /// the parts, the cursor (a chain's call is prepared once: asked again with the same cursor, it
-/// is served the same records and the same next cursor), how JSON writes integers, and this
-/// program's version.
+/// is served the same records and the same next cursor), the field policy (its fingerprint:
+/// an export made under one policy is never served under another), how JSON writes integers,
+/// and this program's version.
 pub(crate) fn key(format: Format, request: &ExportRequest, json_integers: JsonIntegers) -> String {
     let mut filters: Vec<String> =
         request.filters().iter().map(|f| format!("{:?}={:?}", f.field, f.value)).collect();
     filters.sort();
     let text = format!(
         "logs-export {}\nformat {format:?}\njson integers {json_integers:?}\napplication {}\nrange {:?}\n\
-         dimension {:?}\ncolumns {:?}\nfilters {filters:?}\nlimit {:?}\nbom {}\nskip {}\nparts {:?}\ncursor {:?}",
+         dimension {:?}\ncolumns {:?}\nfilters {filters:?}\nlimit {:?}\nbom {}\nskip {}\nparts {:?}\ncursor {:?}{}",
         env!("CARGO_PKG_VERSION"),
         request.application_id(),
         request.range(),
@@ -409,6 +410,11 @@ pub(crate) fn key(format: Format, request: &ExportRequest, json_integers: JsonIn
             ChainCursor::Start => "start",
             ChainCursor::Continue { text, .. } => text.as_str(),
         }),
+        // Nothing for an export without a policy, so that its key stays what it was.
+        match request.privacy().fingerprint() {
+            "" => String::new(),
+            fingerprint => format!("\nfield policy {fingerprint}"),
+        },
     );
     hex::encode(Sha256::digest(text.as_bytes()))
 }
