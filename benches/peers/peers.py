@@ -29,6 +29,10 @@ from bucket import ACCESS_KEY, BUCKET, REGION, SECRET_KEY, Bucket, free_port
 WIDE = ["error_datetime", "error_name", "error_id", "error", "os_name", "os_version", "device_model",
         "app_version_name", "service_device_id", "city"]
 NARROW = ["error_datetime", "error_name", "os_name", "app_version_name"]
+# The wide export with every identifier and both texts: what the privacy benchmark exports with
+# and without the field policy of privacy-policies.toml (issue 46).
+IDENTIFIED = WIDE + ["error_json", "google_aid", "ios_ifa", "ios_ifv", "windows_aid", "profile_id", "device_ipv6"]
+PRIVACY_POLICIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "privacy-policies.toml")
 ALL = ["error", "error_datetime", "error_id", "error_json", "error_name", "error_receive_datetime",
        "error_receive_timestamp", "error_timestamp", "service_device_id", "city", "connection_type",
        "country_iso_code", "device_ipv6", "device_locale", "device_manufacturer", "device_model", "device_type",
@@ -47,10 +51,13 @@ class Query:
     `against` (another query's key), on ours / our own time for that query in the same run."""
 
     def __init__(self, name, fields, days, fmt="csv", dimension="default", filters=(), dataset="main", target=0.8,
-                 against=None):
+                 against=None, policy=None, ours_only=False):
         self.name, self.fields, self.days, self.fmt = name, fields, days, fmt
         self.dimension, self.filters, self.dataset, self.target = dimension, list(filters), dataset, target
         self.against = against
+        # A policy of privacy-policies.toml applied by `logs export --policy` (peers have none:
+        # such a query runs ours only, against ours without it).
+        self.policy, self.ours_only = policy, ours_only or policy is not None
 
     @property
     def time_column(self):
@@ -304,7 +311,7 @@ BUCKET_QUERIES = "q1,q2,q3,q4,q5,q1s,q4s"
 BUCKET_TARGETS = {"q1": 0.8, "q4": 0.5, "q1s": 0.6, "q4s": 0.5}
 FORMAT_QUERIES = ("q1pq", "q3pq", "q1arrow", "q2nd", "q2nda")
 FOLDER_QUERIES = ("q1,q2,q3,q4,q4p,q5,q1floor,http,q1x10,q1a,q2a,q3a,q4a,q5a,q1g,q5g,q1s,q2s,q3s,q4s,q5s,"
-                  + ",".join(FORMAT_QUERIES) + ",q1x10pq")
+                  + ",".join(FORMAT_QUERIES) + ",q1x10pq,q1priv")
 FOLDER_TOOLS = "logs,duckdb,polars,chdb,datafusion,pyarrow"
 
 
@@ -488,6 +495,12 @@ def main():
         "q1arrow": Query("q1 wide arrow 7d", WIDE, 7, fmt="arrow", target=0.6, against="q1"),
         "q2nd": Query("q2 wide ndjson 7d", WIDE, 7, fmt="ndjson", target=0.5),
         "q2nda": Query("q2 wide ndjson 7d (arr.)", WIDE, 7, fmt="ndjson", dataset="arrival", target=0.6),
+        # A field policy's cost: the wide export with every identifier and both texts, ours
+        # with every identifier pseudonymised, the address truncated and the texts scrubbed,
+        # against ours without a policy in the same run.
+        "q1id": Query("q1 + identifiers csv 7d", IDENTIFIED, 7, target=None, ours_only=True),
+        "q1priv": Query("q1 + identifiers, policy", IDENTIFIED, 7, policy="identifiers", against="q1id",
+                        target=1.3),
     }
     tools = args.tools.split(",")
     wanted = args.queries.split(",")
@@ -541,7 +554,8 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
         root = datasets[q.dataset]
         files = files_for(root, q)
         # Each query with the tools that write its format (from the bucket: every tool, CSV or JSON).
-        measured = {t: [] for t in tools if bucket is not None or formats.has_writer(t, q.fmt)}
+        measured = {t: [] for t in tools
+                    if (bucket is not None or formats.has_writer(t, q.fmt)) and (t == "logs" or not q.ours_only)}
         digests = {}
         # The point exports take well under a second per run, so a run that lands on the
         # machine's noise (the first touch of memory another process just freed costs several
@@ -554,6 +568,9 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
                 data = root if bucket is None else bucket.url(root)
                 if tool == "logs":
                     cmd = [args.logs, "export", "--data", data, "--output", out, f"errors.{q.fmt}?{q.query_string()}"]
+                    if q.policy:
+                        cmd += ["--field-policies", PRIVACY_POLICIES, "--policy", q.policy,
+                                "--pseudonym-key-file", pseudonym_key(args.out_dir)]
                 elif bucket is None:
                     cmd = peer_command(tool, q, files, out)
                 else:
@@ -587,6 +604,15 @@ def run_queries(args, queries, wanted, tools, datasets, bucket, results, extra):
             print(subprocess.run(cmd + ["--partial"], capture_output=True, text=True, check=True).stdout.strip())
         if bucket is not None and "logs" in tools:
             print(explain_storage(args, bucket, root, q))
+
+
+def pseudonym_key(out_dir):
+    """A key file of 32 random bytes for the privacy queries."""
+    path = os.path.join(out_dir, "pseudonym.key")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(os.urandom(32))
+    return path
 
 
 def large_export(args, q):

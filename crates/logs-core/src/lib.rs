@@ -22,7 +22,8 @@ pub use aliases::{ColumnSource, FieldAliases};
 pub use cursor::{ChainCursor, ChainPosition, CursorKeys, CursorSettings, StepSummary};
 pub use engine::{Engine, EngineConfig, ExportStream, Pruning};
 pub use error::{Error, RequestError, Result};
-pub use privacy::{FieldPolicy, Policies, Privacy, PseudonymKey, Scrubber, Treatment};
+pub use privacy::policies::Policies;
+pub use privacy::{FieldPolicy, Privacy, PseudonymKey, Scrubber, Treatment};
 pub use query::QueryPairs;
 pub use request::{
     Column, DateDimension, ExportRequest, Filter, FilterValue, Parts, RequestPolicy, TimeRange,

@@ -16,11 +16,8 @@ use datafusion::logical_expr::{
 
 use crate::privacy::PseudonymKey;
 use crate::request::Parts;
-use crate::schema::Field;
 
-/// The fields whose values decide a record's part, in hashing order.
-pub const PART_KEY: [Field; 4] =
-    [Field::ERROR_TIMESTAMP, Field::ERROR_RECEIVE_TIMESTAMP, Field::SERVICE_DEVICE_ID, Field::ERROR_ID];
+pub use crate::schema::PART_KEY;
 
 /// The predicate "this record belongs to part `parts.number` of `parts.count`". With a `key`
 /// (a field policy hides one of [`PART_KEY`]), the part is a keyed hash of the record's hash,

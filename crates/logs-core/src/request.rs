@@ -11,11 +11,10 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use crate::aliases::{ColumnSource, FieldAliases};
 use crate::cursor::{self, Binding, ChainCursor, CursorKeys};
 use crate::error::{RequestError, quote};
-use crate::part::PART_KEY;
 use crate::privacy::{Privacy, Treatment};
 use crate::query::{PARAMETERS, QueryPairs};
 pub use crate::schema::DateDimension;
-use crate::schema::{Field, FieldType};
+use crate::schema::{Field, FieldType, PART_KEY};
 
 /// An inclusive range of Unix seconds, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +227,21 @@ impl ExportRequest {
     /// The field policy the request was validated under, which its plan applies.
     pub fn privacy(&self) -> &Arc<Privacy> {
         &self.privacy
+    }
+
+    /// The columns the field policy changes, as `name=treatment`, in order: the value of the
+    /// `Logs-Field-Policy` header.
+    pub fn changed_columns(&self) -> Vec<String> {
+        self.columns
+            .iter()
+            .filter_map(|c| match c.source {
+                ColumnSource::Field(field) => match self.privacy.treatment(field) {
+                    Treatment::Allow => None,
+                    t => Some(format!("{}={}", c.name, t.name())),
+                },
+                ColumnSource::Absent(_) => None,
+            })
+            .collect()
     }
 
     pub fn application_id(&self) -> i64 {

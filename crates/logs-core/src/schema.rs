@@ -6,6 +6,10 @@ use std::sync::{Arc, LazyLock};
 use datafusion::arrow::datatypes::{DataType, Field as ArrowField, Schema, SchemaRef};
 pub use logs_schema::{Field, FieldType, field_names};
 
+/// The fields whose values decide a record's part (`parts_count`), in hashing order.
+pub const PART_KEY: [Field; 4] =
+    [Field::ERROR_TIMESTAMP, Field::ERROR_RECEIVE_TIMESTAMP, Field::SERVICE_DEVICE_ID, Field::ERROR_ID];
+
 /// Which time the date range applies to (`date_dimension`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DateDimension {

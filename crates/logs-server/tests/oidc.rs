@@ -401,3 +401,62 @@ async fn opaque_and_jwt_tokens_side_by_side() {
     assert_eq!(introspected(), 1);
     server.stop().await;
 }
+
+/// A JWT's policy claim (`--oidc-policy-claim`) names its field policy: the named one applies,
+/// an unknown name or a claim that is not a name exports nothing (403), and a token without
+/// the claim gets the default.
+#[tokio::test]
+async fn the_policy_claim_names_the_field_policy_and_an_unknown_one_exports_nothing() {
+    let keys = keys();
+    let provider = OidcProvider::start(provider_config(&keys));
+    let issuer = provider.issuer();
+    let mut config = OidcConfig::new(&issuer, AUDIENCE);
+    config.policy_claim = Some("logs_policy".into());
+    config.timeout = Duration::from_secs(5);
+    let jwt_keys = Arc::new(ProviderKeys::new(config).unwrap());
+    jwt_keys.refresh().await;
+    let auth = token_auth().with_jwt(Arc::new(JwtVerifier::new(jwt_keys)));
+    let engine = engine(small_dataset(), EngineConfig { target_partitions: 2, ..EngineConfig::default() });
+    let key = Arc::new(logs_core::PseudonymKey::new(&[9; 32]).unwrap());
+    let policies = logs_core::Policies::parse(
+        "default = \"minimal\"\n[policies.minimal]\nfields = { service_device_id = \"deny\" }\n\
+         [policies.contractor]\nfields = { service_device_id = \"pseudonymise\", error = \"scrub\" }\n",
+        Some(key),
+    )
+    .unwrap();
+    let state =
+        AppState::new(engine, auth, Settings::default()).await.unwrap().with_policies(Arc::new(policies));
+    let server = TestServer::start(state.clone(), ServeOptions::for_settings(state.settings())).await;
+    let signing = encoding_key(&keys[0]);
+    let now = now();
+    let token = |policy: Value| {
+        let mut claims = json!({"iss": issuer, "aud": AUDIENCE, "exp": now + 300, "iat": now, "sub": "partner",
+                                "client_id": "partner", "scope": READ_WRITE, "applications": "*"});
+        if !policy.is_null() {
+            claims["logs_policy"] = policy;
+        }
+        craft(
+            &json!({"alg": "RS256", "typ": "at+jwt", "kid": "rsa-1"}),
+            &claims,
+            Some((&signing, Algorithm::RS256)),
+        )
+    };
+    let target = "/logs/v1/export/errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-01\
+                  &fields=error_id,service_device_id,error";
+    let response =
+        client().get(server.url(target)).bearer_auth(token(json!("contractor"))).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["logs-field-policy"], "service_device_id=pseudonymise, error=scrub");
+    for claim in [json!("nobody"), json!(42)] {
+        let response =
+            client().get(server.url(target)).bearer_auth(token(claim.clone())).send().await.unwrap();
+        let status = response.status();
+        let body = error_body(status, &response.bytes().await.unwrap(), "field_policy_unavailable");
+        assert_eq!(status, StatusCode::FORBIDDEN, "{claim}: {body}");
+    }
+    // No claim: the default, which denies the device id.
+    let (status, _, body) = status(&server, target, &token(Value::Null)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("service_device_id"), "{body}");
+    server.stop().await;
+}

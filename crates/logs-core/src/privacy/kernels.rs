@@ -6,7 +6,9 @@ use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringViewBuilder};
+use datafusion::arrow::array::builder::make_view;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringViewArray, StringViewBuilder};
+use datafusion::arrow::buffer::Buffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use datafusion::common::{Result, exec_err};
@@ -88,10 +90,7 @@ impl ScalarUDFImpl for Treat {
                     as Arc<Int64Array>
             }
             Kind::Coarsen(unit) => Arc::new(map_text(input, |text, out| coarsen_datetime(text, *unit, out))?),
-            Kind::Scrub(scrubber) => Arc::new(map_text(input, |text, out| {
-                out.push_str(&scrubber.scrub(text));
-                true
-            })?),
+            Kind::Scrub(scrubber) => scrub(scrubber, input)?,
         };
         Ok(ColumnarValue::Array(output))
     }
@@ -99,7 +98,9 @@ impl ScalarUDFImpl for Treat {
 
 /// The pseudonym of every value: an integer as its decimal text, a string as its bytes.
 fn pseudonymise(key: &PseudonymKey, input: &ArrayRef) -> Result<datafusion::arrow::array::StringViewArray> {
-    let mut builder = StringViewBuilder::with_capacity(input.len());
+    // One block for all the pseudonyms of the batch: 32 bytes each.
+    let block = u32::try_from(input.len().max(1) * 32).unwrap_or(u32::MAX);
+    let mut builder = StringViewBuilder::with_capacity(input.len()).with_fixed_block_size(block);
     let mut hex = [0u8; 32];
     let mut append = |builder: &mut StringViewBuilder, text: Option<&[u8]>| match text {
         Some(text) => {
@@ -138,6 +139,39 @@ fn pseudonymise(key: &PseudonymKey, input: &ArrayRef) -> Result<datafusion::arro
         }
     }
     Ok(builder.finish())
+}
+
+/// Every text scrubbed. Most texts hold no secret: a batch without any is given back as it
+/// came, and one with some keeps the unchanged texts where they are (their views point into
+/// the input's buffers) and adds one buffer for the scrubbed ones.
+fn scrub(scrubber: &Scrubber, input: &ArrayRef) -> Result<ArrayRef> {
+    let texts = as_views(input)?;
+    let array = texts.as_string_view();
+    let mut changed: Vec<(usize, String)> = Vec::new();
+    for (i, value) in array.iter().enumerate() {
+        if let Some(text) = value
+            && let std::borrow::Cow::Owned(scrubbed) = scrubber.scrub(text)
+        {
+            changed.push((i, scrubbed));
+        }
+    }
+    if changed.is_empty() {
+        return Ok(texts);
+    }
+    let block = u32::try_from(array.data_buffers().len())
+        .map_err(|_| datafusion::error::DataFusionError::Execution("too many buffers".into()))?;
+    let mut views: Vec<u128> = array.views().to_vec();
+    let mut data: Vec<u8> = Vec::with_capacity(changed.iter().map(|(_, s)| s.len()).sum());
+    for (i, text) in &changed {
+        let offset = u32::try_from(data.len()).map_err(|_| {
+            datafusion::error::DataFusionError::Execution("scrubbed texts above 4 GiB".into())
+        })?;
+        views[*i] = make_view(text.as_bytes(), block, offset);
+        data.extend_from_slice(text.as_bytes());
+    }
+    let mut buffers = array.data_buffers().to_vec();
+    buffers.push(Buffer::from_vec(data));
+    Ok(Arc::new(StringViewArray::try_new(views.into(), buffers, array.nulls().cloned())?))
 }
 
 /// Text in, text out: `write(value, out)` fills `out` and says whether the value has one

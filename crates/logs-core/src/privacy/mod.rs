@@ -23,12 +23,9 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::aliases::ColumnSource;
 use crate::error::quote;
-use crate::request::Column;
 use crate::schema::{Field, FieldType};
 
-pub use policies::Policies;
 pub use scrub::Scrubber;
 
 /// What a policy does to one field.
@@ -443,21 +440,6 @@ impl Privacy {
     /// every field is allowed. Part of what identifies a prepared export and binds a chain.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
-    }
-
-    /// The columns of `columns` this policy changes, as `name=treatment`, in order: the value
-    /// of the `Logs-Field-Policy` header.
-    pub fn changed_columns(&self, columns: &[Column]) -> Vec<String> {
-        columns
-            .iter()
-            .filter_map(|c| match c.source {
-                ColumnSource::Field(field) => match self.treatment(field) {
-                    Treatment::Allow => None,
-                    t => Some(format!("{}={}", c.name, t.name())),
-                },
-                ColumnSource::Absent(_) => None,
-            })
-            .collect()
     }
 }
 

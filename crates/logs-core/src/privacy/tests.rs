@@ -1,3 +1,4 @@
+use super::policies::Policies;
 use super::*;
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::{QueryPairs, plan};
