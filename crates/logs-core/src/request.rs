@@ -118,6 +118,11 @@ impl ExportRequest {
                     let value = match privacy.treatment(field) {
                         Treatment::Deny => return Err(denied(name, name, field)),
                         Treatment::Pseudonymise => parse_pseudonym(name, value)?,
+                        Treatment::Truncate | Treatment::Coarsen => {
+                            let parsed = parse_filter_value(name, field, value)?;
+                            check_treated_value(name, field, &parsed, privacy)?;
+                            parsed
+                        }
                         _ => parse_filter_value(name, field, value)?,
                     };
                     filters.push(Filter { field, value });
@@ -509,6 +514,73 @@ fn parse_pseudonym(name: &str, value: &str) -> Result<FilterValue, RequestError>
                 "is `{}`; this token's field policy pseudonymises the field, so a filter on it takes a pseudonym: \
                  32 lowercase hexadecimal digits, as the exports show it",
                 quote(value)
+            ),
+        ))
+    }
+}
+
+/// A filter on a truncated or coarsened field takes a value as the caller sees them (a
+/// network, a whole hour or day): any other value could match nothing, and the export would
+/// be silently empty.
+fn check_treated_value(
+    name: &str,
+    field: Field,
+    value: &FilterValue,
+    privacy: &Privacy,
+) -> Result<(), RequestError> {
+    use crate::privacy::kernels::{coarsen_datetime, truncate_ip};
+    let policy = privacy.policy();
+    let (seen, what) = match (privacy.treatment(field), value) {
+        (Treatment::Truncate, FilterValue::String(text)) => {
+            let mut out = String::new();
+            let what = format!(
+                "this token's field policy truncates `{field}` to networks (IPv4 /{}, IPv6 /{})",
+                policy.ipv4_prefix(),
+                policy.ipv6_prefix()
+            );
+            if !truncate_ip(text, policy.ipv4_prefix(), policy.ipv6_prefix(), &mut out) {
+                return Err(RequestError::new(
+                    name,
+                    format!("is `{}`, not an IP address; {what}", quote(text)),
+                ));
+            }
+            (out, what)
+        }
+        (Treatment::Coarsen, FilterValue::Int64(v)) => {
+            let unit = policy.coarsening();
+            (
+                (v - v.rem_euclid(unit.seconds())).to_string(),
+                format!("this token's field policy rounds `{field}` down to the {}", unit.name()),
+            )
+        }
+        (Treatment::Coarsen, FilterValue::String(text)) => {
+            let unit = policy.coarsening();
+            let what = format!("this token's field policy rounds `{field}` down to the {}", unit.name());
+            let mut out = String::new();
+            if !coarsen_datetime(text, unit, &mut out) {
+                return Err(RequestError::new(
+                    name,
+                    format!("is `{}`; expected `yyyy-mm-dd hh:mm:ss`; {what}", quote(text)),
+                ));
+            }
+            (out, what)
+        }
+        _ => return Ok(()),
+    };
+    let given = match value {
+        FilterValue::String(text) => text.clone(),
+        FilterValue::Int64(v) => v.to_string(),
+        FilterValue::UInt64(v) => v.to_string(),
+    };
+    if seen == given {
+        Ok(())
+    } else {
+        Err(RequestError::new(
+            name,
+            format!(
+                "is `{}`, which no record shows: {what}; give the value as exports show it: `{}`",
+                quote(&given),
+                quote(&seen)
             ),
         ))
     }

@@ -11,7 +11,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringViewA
 use datafusion::arrow::buffer::Buffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, UInt64Type};
-use datafusion::common::{Result, exec_err};
+use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -75,6 +75,8 @@ impl ScalarUDFImpl for Treat {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        // A constant (the partition's `application_id`) gives a constant.
+        let scalar = matches!(args.args.as_slice(), [ColumnarValue::Scalar(_)]);
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let [input] = arrays.as_slice() else {
             return exec_err!("{} takes 1 argument, got {}", self.name(), arrays.len());
@@ -92,6 +94,9 @@ impl ScalarUDFImpl for Treat {
             Kind::Coarsen(unit) => Arc::new(map_text(input, |text, out| coarsen_datetime(text, *unit, out))?),
             Kind::Scrub(scrubber) => scrub(scrubber, input)?,
         };
+        if scalar && output.len() == 1 {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&output, 0)?));
+        }
         Ok(ColumnarValue::Array(output))
     }
 }

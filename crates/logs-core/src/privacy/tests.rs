@@ -218,3 +218,48 @@ fields = { device_ipv6 = "scrub" }
     assert!(Policies::parse("[scopes]\na = \"x\"", None).unwrap_err().contains("scope `a`"));
     assert!(Policies::parse("[policies.a]\nfeilds = {}", None).is_err());
 }
+
+/// The partition's `application_id` is a constant in the plan: pseudonymised, it is the
+/// pseudonym of its decimal text in every row.
+#[tokio::test]
+async fn a_pseudonymised_constant_is_the_constant_s_pseudonym() {
+    use datafusion::logical_expr::{LogicalPlanBuilder, lit};
+    use datafusion::prelude::SessionContext;
+
+    let p = privacy(&[("application_id", "pseudonymise")]);
+    let expr = kernels::treat(&p, Field::APPLICATION_ID, lit(1001i64)).alias("application_id");
+    let plan = LogicalPlanBuilder::empty(true).project(vec![expr]).unwrap().build().unwrap();
+    let batches = SessionContext::new().execute_logical_plan(plan).await.unwrap().collect().await.unwrap();
+    let column =
+        datafusion::arrow::compute::cast(batches[0].column(0), &datafusion::arrow::datatypes::DataType::Utf8)
+            .unwrap();
+    let values = datafusion::arrow::array::AsArray::as_string::<i32>(&column);
+    assert_eq!(values.value(0), key().pseudonym(b"1001"));
+}
+
+/// A filter on a truncated or coarsened field takes the value as exports show it: any other
+/// could match nothing, and is refused naming the form to give.
+#[test]
+fn a_filter_on_a_truncated_or_coarsened_field_takes_the_value_as_shown() {
+    let p = privacy(&[
+        ("device_ipv6", "truncate"),
+        ("error_timestamp", "coarsen"),
+        ("error_datetime", "coarsen"),
+    ]);
+    let e = parse(&format!("{Q}&fields=error_id&device_ipv6=203.0.113.7"), &p).unwrap_err();
+    assert_eq!(e.parameter(), "device_ipv6");
+    assert!(e.message().contains("`203.0.113.0`"), "{e}");
+    assert!(
+        parse(&format!("{Q}&fields=error_id&device_ipv6=not-an-address"), &p)
+            .unwrap_err()
+            .message()
+            .contains("not an IP")
+    );
+    parse(&format!("{Q}&fields=error_id&device_ipv6=203.0.113.0"), &p).unwrap();
+    parse(&format!("{Q}&fields=error_id&device_ipv6=%3A%3Affff%3A203.0.113.0"), &p).unwrap();
+    let e = parse(&format!("{Q}&fields=error_id&error_timestamp=1790812801"), &p).unwrap_err();
+    assert!(e.message().contains("`1790812800`"), "{e}");
+    parse(&format!("{Q}&fields=error_id&error_timestamp=1790812800"), &p).unwrap();
+    let e = parse(&format!("{Q}&fields=error_id&error_datetime=2026-10-01%2012%3A00%3A00"), &p).unwrap_err();
+    assert!(e.message().contains("`2026-10-01 00:00:00`"), "{e}");
+}
