@@ -35,38 +35,10 @@ fn choices(field: &str) -> &'static [&'static str] {
     }
 }
 
-const FIELDS: [&str; 30] = [
-    "error",
-    "error_datetime",
-    "error_id",
-    "error_json",
-    "error_name",
-    "error_receive_datetime",
-    "error_receive_timestamp",
-    "error_timestamp",
-    "service_device_id",
-    "city",
-    "connection_type",
-    "country_iso_code",
-    "device_ipv6",
-    "device_locale",
-    "device_manufacturer",
-    "device_model",
-    "device_type",
-    "google_aid",
-    "ios_ifa",
-    "ios_ifv",
-    "mcc",
-    "mnc",
-    "operator_name",
-    "os_name",
-    "os_version",
-    "profile_id",
-    "windows_aid",
-    "app_package_name",
-    "app_version_name",
-    "application_id",
-];
+/// Every field of the record, in the order of the data contract.
+fn all_fields() -> Vec<&'static str> {
+    logs_core::Field::all().map(logs_core::Field::name).collect()
+}
 
 /// A random policy, as the policies file writes it and as the oracle reads it (JSON).
 fn random_policy(rng: &mut StdRng) -> Value {
@@ -80,7 +52,7 @@ fn random_policy(rng: &mut StdRng) -> Value {
         }
     };
     let mut chosen: BTreeMap<&str, String> = BTreeMap::new();
-    for field in FIELDS {
+    for field in all_fields() {
         let treatment = chosen
             .entry(twin(field))
             .or_insert_with(|| choices(field).choose(rng).unwrap().to_string())
@@ -182,7 +154,7 @@ fn random_query(rng: &mut StdRng, policy: &Value, base: &str, token: &str) -> St
     let app = *[9001, 1001].choose(rng).unwrap();
     let (first, last) = if app == 9001 { (1, 7) } else { (rng.random_range(1..=6), 7) };
     let dimension = if rng.random_bool(0.3) { "&date_dimension=receive" } else { "" };
-    let allowed: Vec<&str> = FIELDS.iter().copied().filter(|f| !denied(f)).collect();
+    let allowed: Vec<&str> = all_fields().into_iter().filter(|f| !denied(f)).collect();
     let count = rng.random_range(1..=allowed.len().min(8));
     let fields: Vec<&str> = allowed.choose_multiple(rng, count).copied().collect();
     let mut query = format!(
@@ -386,7 +358,7 @@ fn a_dataset_prepared_for_a_contractor_keeps_every_record_and_no_identifier() {
          google_aid = \"deny\", device_ipv6 = \"truncate\", error = \"scrub\", error_json = \"scrub\" }\n",
     )
     .unwrap();
-    let fields: Vec<&str> = FIELDS.iter().copied().filter(|f| *f != "google_aid").collect();
+    let fields: Vec<&str> = all_fields().into_iter().filter(|f| *f != "google_aid").collect();
     let target = format!(
         "errors.csv?application_id=1001&date_since=2026-10-01&date_until=2026-10-07&fields={}",
         fields.join(",")

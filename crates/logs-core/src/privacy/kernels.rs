@@ -114,26 +114,25 @@ fn pseudonymise(key: &PseudonymKey, input: &ArrayRef) -> Result<datafusion::arro
         }
         None => builder.append_null(),
     };
+    // An integer as its decimal text, written into one reused buffer.
     let mut digits = String::new();
+    let mut append_number = |builder: &mut StringViewBuilder, v: Option<&dyn std::fmt::Display>| {
+        let text = v.map(|v| {
+            digits.clear();
+            let _ = write!(digits, "{v}");
+            digits.as_bytes()
+        });
+        append(builder, text);
+    };
     match input.data_type() {
         DataType::Int64 => {
             for v in input.as_primitive::<Int64Type>() {
-                let text = v.map(|v| {
-                    digits.clear();
-                    let _ = write!(digits, "{v}");
-                    digits.as_bytes()
-                });
-                append(&mut builder, text);
+                append_number(&mut builder, v.as_ref().map(|v| v as &dyn std::fmt::Display));
             }
         }
         DataType::UInt64 => {
             for v in input.as_primitive::<UInt64Type>() {
-                let text = v.map(|v| {
-                    digits.clear();
-                    let _ = write!(digits, "{v}");
-                    digits.as_bytes()
-                });
-                append(&mut builder, text);
+                append_number(&mut builder, v.as_ref().map(|v| v as &dyn std::fmt::Display));
             }
         }
         _ => {
