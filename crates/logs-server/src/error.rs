@@ -227,7 +227,7 @@ impl ApiError {
             ApiError::FieldPolicyUnavailable(why) => Problem::new(
                 StatusCode::FORBIDDEN,
                 "field_policy_unavailable",
-                format!("no export under this token: {why}; the operator's field policies must define it"),
+                format!("no export under this token: {why}"),
             ),
             ApiError::NotFound => Problem::new(
                 StatusCode::NOT_FOUND,

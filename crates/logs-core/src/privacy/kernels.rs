@@ -13,7 +13,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility, lit,
 };
 
 use super::{Coarsening, Privacy, PseudonymKey, Scrubber, Treatment};
@@ -27,8 +27,9 @@ pub fn treat(privacy: &Privacy, field: Field, expr: Expr) -> Expr {
         Treatment::Allow | Treatment::Deny => return expr,
         Treatment::Pseudonymise => match privacy.key() {
             Some(key) => Kind::Pseudonymise(Arc::clone(key)),
-            // `Privacy::new` refuses a pseudonymising policy without a key.
-            None => return expr,
+            // `Privacy::new` refuses a pseudonymising policy without a key; were one to slip
+            // through, the column is null, never the stored values.
+            None => return lit(ScalarValue::Utf8View(None)),
         },
         Treatment::Truncate => Kind::Truncate { ipv4: policy.ipv4_prefix(), ipv6: policy.ipv6_prefix() },
         Treatment::Coarsen => Kind::Coarsen(policy.coarsening()),

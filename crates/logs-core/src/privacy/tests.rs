@@ -263,3 +263,17 @@ fn a_filter_on_a_truncated_or_coarsened_field_takes_the_value_as_shown() {
     let e = parse(&format!("{Q}&fields=error_id&error_datetime=2026-10-01%2012%3A00%3A00"), &p).unwrap_err();
     assert!(e.message().contains("`2026-10-01 00:00:00`"), "{e}");
 }
+
+/// A pseudonymising policy without a key cannot be made (`Privacy::new`); were one to exist,
+/// the plan gives a null column, never the stored values.
+#[test]
+fn without_a_key_a_pseudonymised_column_is_null_not_raw() {
+    let policy = FieldPolicy::from_spec(&spec(&[("google_aid", "pseudonymise")])).unwrap();
+    let keyless = Privacy { policy, key: None, scrubber: Arc::default(), fingerprint: "x".into() };
+    let expr = kernels::treat(
+        &keyless,
+        Field::from_name("google_aid").unwrap(),
+        datafusion::prelude::col("google_aid"),
+    );
+    assert_eq!(expr.to_string(), "Utf8View(NULL)");
+}
