@@ -6,10 +6,8 @@ use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use datafusion::arrow::array::builder::make_view;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringViewArray, StringViewBuilder};
-use datafusion::arrow::buffer::Buffer;
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringViewBuilder};
+use datafusion::arrow::compute::{cast, interleave};
 use datafusion::arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{
@@ -115,25 +113,17 @@ fn pseudonymise(key: &PseudonymKey, input: &ArrayRef) -> Result<datafusion::arro
         }
         None => builder.append_null(),
     };
-    // An integer as its decimal text, written into one reused buffer.
-    let mut digits = String::new();
-    let mut append_number = |builder: &mut StringViewBuilder, v: Option<&dyn std::fmt::Display>| {
-        let text = v.map(|v| {
-            digits.clear();
-            let _ = write!(digits, "{v}");
-            digits.as_bytes()
-        });
-        append(builder, text);
-    };
+    // An integer as its decimal text.
+    let mut digits = itoa::Buffer::new();
     match input.data_type() {
         DataType::Int64 => {
             for v in input.as_primitive::<Int64Type>() {
-                append_number(&mut builder, v.as_ref().map(|v| v as &dyn std::fmt::Display));
+                append(&mut builder, v.map(|v| digits.format(v).as_bytes()));
             }
         }
         DataType::UInt64 => {
             for v in input.as_primitive::<UInt64Type>() {
-                append_number(&mut builder, v.as_ref().map(|v| v as &dyn std::fmt::Display));
+                append(&mut builder, v.map(|v| digits.format(v).as_bytes()));
             }
         }
         _ => {
@@ -148,35 +138,30 @@ fn pseudonymise(key: &PseudonymKey, input: &ArrayRef) -> Result<datafusion::arro
 
 /// Every text scrubbed. Most texts hold no secret: a batch without any is given back as it
 /// came, and one with some keeps the unchanged texts where they are (their views point into
-/// the input's buffers) and adds one buffer for the scrubbed ones.
+/// the input's buffers, which `interleave` takes as they are, without reading them again) and
+/// adds the scrubbed ones.
 fn scrub(scrubber: &Scrubber, input: &ArrayRef) -> Result<ArrayRef> {
     let texts = as_views(input)?;
     let array = texts.as_string_view();
-    let mut changed: Vec<(usize, String)> = Vec::new();
+    let mut scrubbed = StringViewBuilder::new();
+    let mut from: Vec<(usize, usize)> = Vec::new();
+    let mut count = 0;
     for (i, value) in array.iter().enumerate() {
         if let Some(text) = value
-            && let std::borrow::Cow::Owned(scrubbed) = scrubber.scrub(text)
+            && let std::borrow::Cow::Owned(clean) = scrubber.scrub(text)
         {
-            changed.push((i, scrubbed));
+            if from.is_empty() {
+                from = (0..array.len()).map(|k| (0, k)).collect();
+            }
+            from[i] = (1, count);
+            scrubbed.append_value(clean);
+            count += 1;
         }
     }
-    if changed.is_empty() {
+    if from.is_empty() {
         return Ok(texts);
     }
-    let block = u32::try_from(array.data_buffers().len())
-        .map_err(|_| datafusion::error::DataFusionError::Execution("too many buffers".into()))?;
-    let mut views: Vec<u128> = array.views().to_vec();
-    let mut data: Vec<u8> = Vec::with_capacity(changed.iter().map(|(_, s)| s.len()).sum());
-    for (i, text) in &changed {
-        let offset = u32::try_from(data.len()).map_err(|_| {
-            datafusion::error::DataFusionError::Execution("scrubbed texts above 4 GiB".into())
-        })?;
-        views[*i] = make_view(text.as_bytes(), block, offset);
-        data.extend_from_slice(text.as_bytes());
-    }
-    let mut buffers = array.data_buffers().to_vec();
-    buffers.push(Buffer::from_vec(data));
-    Ok(Arc::new(StringViewArray::try_new(views.into(), buffers, array.nulls().cloned())?))
+    Ok(interleave(&[array, &scrubbed.finish()], &from)?)
 }
 
 /// Text in, text out: `write(value, out)` fills `out` and says whether the value has one

@@ -26,11 +26,13 @@
 //!    longer dotted number → `[ip]`
 //!
 //! The fast path: most crash texts hold none of these, and nine regex passes over every text
-//! would cost several times the export. Pass 2 runs only on a text holding `eyJ`, passes 4
-//! and 5 only on one holding `@`/`%40` or `+` (memchr), and passes 6 to 9 only where
-//! [`digit_candidate`] finds a necessary condition of one of them: a digit run in the shape of
-//! a card, a phone number or a dotted quad (found eight bytes at a time), or two colons and a
-//! digit in one stretch of an address's characters. It is switchable
+//! would cost several times the export. Pass 2 runs only on a text holding `eyJ`; pass 4 only
+//! on one holding an `@` or `%40` between an address's character and a domain with a dot and
+//! two letters, pass 5 only on one holding `+` and a digit ([`rare_candidates`], one memchr
+//! scan); passes 6 to 9 only where [`digit_candidate`] finds a necessary condition of one of
+//! them: a digit run in the shape of a card, a phone number or a dotted quad (found eight
+//! bytes at a time), or two colons at most four hex digits apart in a stretch of an address's
+//! characters holding a digit. It is switchable
 //! (`LOGS_SCRUB_FAST_PATH=off`, [`Scrubber::without_fast_path`]) and tested to give the same
 //! texts as the passes alone.
 
@@ -173,12 +175,7 @@ impl Scrubber {
             let strong = credential.len() >= 20 || credential.bytes().any(|c| c.is_ascii_digit());
             whole(starts_word(t, s) && strong, s, e, "[token]")
         });
-        // `@`, `%` or `+`: the e-mail and international phone passes may match.
-        let rare = all || memchr::memchr3(b'@', b'%', b'+', text.as_bytes()).is_some();
-        let email = rare
-            && (all
-                || memchr::memchr(b'@', text.as_bytes()).is_some()
-                || memchr::memmem::find(text.as_bytes(), b"%40").is_some());
+        let (email, phone) = if all { (true, true) } else { rare_candidates(text.as_bytes()) };
         if email {
             text = pass(text, &b.email, |t, s, e| {
                 let m = &t[s..e];
@@ -193,7 +190,7 @@ impl Scrubber {
                 Verdict::Replace { start: if escaped { s + 1 } else { s }, end: e, placeholder: "[email]" }
             });
         }
-        if all || (rare && memchr::memchr(b'+', text.as_bytes()).is_some()) {
+        if phone {
             text = pass(text, &b.phone_international, phone_international);
         }
         if !all && !digit_candidate(text.as_bytes()) {
@@ -223,7 +220,49 @@ fn phone_international(t: &str, s: usize, e: usize) -> Verdict {
 /// a stretch of hex digits, dots and colons with two colons or more within 45 bytes (an IPv6
 /// address holds a decimal digit).
 pub(crate) fn digit_candidate(t: &[u8]) -> bool {
-    ipv6_candidate(t) || separated_digits(t)
+    (colon_pair(t) && ipv6_candidate(t)) || separated_digits(t)
+}
+
+/// Whether the e-mail pass (4) and the international phone pass (5) may match, from one scan
+/// for `@`, `%` and `+`: an `@` or `%40` after a character of an address and before a domain
+/// holding a dot and two letters; a `+` before a digit.
+fn rare_candidates(t: &[u8]) -> (bool, bool) {
+    let (mut email, mut phone) = (false, false);
+    for at in memchr::memchr3_iter(b'@', b'%', b'+', t) {
+        match t[at] {
+            b'+' => phone |= t.get(at + 1).is_some_and(u8::is_ascii_digit),
+            c => {
+                let domain = if c == b'@' {
+                    at + 1
+                } else if t[at..].starts_with(b"%40") {
+                    at + 3
+                } else {
+                    continue;
+                };
+                let local = at > 0 && (is_word(t[at - 1]) || b".%+-".contains(&t[at - 1]));
+                email |= local && dotted_domain(&t[domain..]);
+            }
+        }
+        if email && phone {
+            break;
+        }
+    }
+    (email, phone)
+}
+
+/// Whether the letters, digits, dots and dashes that `t` starts with hold a dot and two letters.
+fn dotted_domain(t: &[u8]) -> bool {
+    let run = t.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'.' || **c == b'-').count();
+    t[..run].windows(3).any(|w| w[0] == b'.' && w[1].is_ascii_alphabetic() && w[2].is_ascii_alphabetic())
+}
+
+/// Two colons with at most four hex digits between them, as every IPv6 address has: the gate
+/// of [`ipv6_candidate`], which looks at every colon's surroundings.
+fn colon_pair(t: &[u8]) -> bool {
+    memchr::memchr_iter(b':', t).any(|colon| {
+        let after = &t[colon + 1..(colon + 6).min(t.len())];
+        after.iter().find(|c| !c.is_ascii_hexdigit()) == Some(&b':')
+    })
 }
 
 /// A byte of every lane.
@@ -261,9 +300,13 @@ fn separated_digits(t: &[u8]) -> bool {
             let mut pairs = ((digits << 8) | u64::from(run > 0) << 7) & separators;
             while pairs != 0 {
                 let end = i + pairs.trailing_zeros() as usize / 8;
-                let start = end - t[..end].iter().rev().take_while(|c| c.is_ascii_digit()).count();
-                if shaped(t, start, end) {
-                    return true;
+                // After fewer than 13 digits (longer runs are looked at below), `)` ends only
+                // the `(ddd)` of a phone number: a stack frame's `(File.java:42)` is passed over.
+                if t[end] != b')' || (end >= 4 && t[end - 4] == b'(') {
+                    let start = end - t[..end].iter().rev().take_while(|c| c.is_ascii_digit()).count();
+                    if shaped(t, start, end) {
+                        return true;
+                    }
                 }
                 pairs &= pairs - 1;
             }
