@@ -273,6 +273,35 @@ mod tests {
         assert_eq!(truncated("", 24, 48), None);
     }
 
+    /// A batch with secrets keeps its clean texts and nulls where they were, short (inline)
+    /// and long alike; one without is given back as it came.
+    #[test]
+    fn a_scrubbed_batch_keeps_every_other_value_in_place() {
+        use datafusion::arrow::array::StringViewArray;
+        let long_clean = "java.lang.IllegalStateException: at Main.run(Main.java:42)";
+        let texts: ArrayRef = Arc::new(StringViewArray::from(vec![
+            Some("mail bob@example.com now, then a long tail of text"),
+            Some(long_clean),
+            None,
+            Some("ip 10.0.0.1"),
+            Some("short"),
+        ]));
+        let out = scrub(&Scrubber::default(), &texts).unwrap();
+        let out: Vec<Option<&str>> = out.as_string_view().iter().collect();
+        assert_eq!(
+            out,
+            [
+                Some("mail [email] now, then a long tail of text"),
+                Some(long_clean),
+                None,
+                Some("ip [ip]"),
+                Some("short")
+            ]
+        );
+        let clean: ArrayRef = Arc::new(StringViewArray::from(vec![Some(long_clean), None]));
+        assert!(Arc::ptr_eq(&scrub(&Scrubber::default(), &clean).unwrap(), &clean));
+    }
+
     #[test]
     fn datetimes_round_down_and_odd_texts_have_no_value() {
         let mut out = String::new();

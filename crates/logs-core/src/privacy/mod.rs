@@ -374,9 +374,9 @@ impl PseudonymKey {
 
     /// The pseudonym of `text`: the lowercase hex of the first 16 bytes of HMAC-SHA-256.
     pub fn pseudonym_into(&self, text: &[u8], out: &mut [u8; 32]) {
-        let digest = match self.one_block_hmac(text) {
-            Some(digest) if one_block_hmac() => digest,
-            _ => self.hmac(text),
+        let digest = match one_block_hmac().then(|| self.one_block_hmac(text)).flatten() {
+            Some(digest) => digest,
+            None => self.hmac(text),
         };
         hex::encode_to_slice(&digest[..16], out).expect("32 hex digits for 16 bytes");
     }
