@@ -30,8 +30,8 @@
 //! on one holding an `@` or `%40` between an address's character and a domain with a dot and
 //! two letters, pass 5 only on one holding `+` and a digit ([`rare_candidates`], one memchr
 //! scan); passes 6 to 9 only where [`digit_candidate`] finds a necessary condition of one of
-//! them: a digit run in the shape of a card, a phone number or a dotted quad (found eight
-//! bytes at a time), or two colons at most four hex digits apart in a stretch of an address's
+//! them: a digit run in the shape of a card, a phone number or a dotted quad (the `digits`
+//! module's scans), or two colons at most four hex digits apart in a stretch of an address's
 //! characters holding a digit. It is switchable
 //! (`LOGS_SCRUB_FAST_PATH=off`, [`Scrubber::without_fast_path`]) and tested to give the same
 //! texts as the passes alone.
@@ -41,6 +41,10 @@ use std::net::Ipv6Addr;
 use std::sync::LazyLock;
 
 use regex::{Regex, RegexBuilder};
+
+use digits::digit_candidate;
+
+mod digits;
 
 /// The operator's patterns and the built-in detectors.
 #[derive(Debug, Clone)]
@@ -213,16 +217,6 @@ fn phone_international(t: &str, s: usize, e: usize) -> Verdict {
     whole((8..=15).contains(&digits), s, e, "[phone]")
 }
 
-/// Whether `t` has a digit in a shape that passes 6 to 9 replace, as their patterns and checks
-/// say, but for whether the match starts a word (a replacement by an earlier pass may make it
-/// so): a Luhn-valid run of 13 to 19 digits from 2 to 6, or such a card in four-digit groups
-/// (or 4-6-5); `(ddd) ddd-dddd` or `ddd-ddd-dddd`; a dotted quad of numbers to 255; a run inside
-/// a stretch of hex digits, dots and colons with two colons or more within 45 bytes (an IPv6
-/// address holds a decimal digit).
-pub(crate) fn digit_candidate(t: &[u8]) -> bool {
-    (colon_pair(t) && ipv6_candidate(t)) || separated_digits(t)
-}
-
 /// Whether the e-mail pass (4) and the international phone pass (5) may match, from one scan
 /// for `@`, `%` and `+`: an `@` or `%40` after a character of an address and before a domain
 /// holding a dot and two letters; a `+` before a digit.
@@ -254,193 +248,6 @@ fn rare_candidates(t: &[u8]) -> (bool, bool) {
 fn dotted_domain(t: &[u8]) -> bool {
     let run = t.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'.' || **c == b'-').count();
     t[..run].windows(3).any(|w| w[0] == b'.' && w[1].is_ascii_alphabetic() && w[2].is_ascii_alphabetic())
-}
-
-/// Two colons with at most four hex digits between them, as every IPv6 address has: the gate
-/// of [`ipv6_candidate`], which looks at every colon's surroundings.
-fn colon_pair(t: &[u8]) -> bool {
-    memchr::memchr_iter(b':', t).any(|colon| {
-        let after = &t[colon + 1..(colon + 6).min(t.len())];
-        after.iter().find(|c| !c.is_ascii_hexdigit()) == Some(&b':')
-    })
-}
-
-/// A byte of every lane.
-const ONES: u64 = 0x0101_0101_0101_0101;
-/// The high bit of every lane.
-const HIGH: u64 = 0x8080_8080_8080_8080;
-const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-
-/// The high bit of each byte of `w` that is an ASCII digit (exact: no carry crosses a lane).
-fn digit_lanes(w: u64) -> u64 {
-    let x = w ^ (ONES * u64::from(b'0'));
-    !(((x & LOW7) + ONES * 0x76) | x) & HIGH
-}
-
-/// The high bit of each byte of `w` equal to `c` (exact).
-fn byte_lanes(w: u64, c: u8) -> u64 {
-    let y = w ^ (ONES * u64::from(c));
-    !(((y & LOW7) + LOW7) | y) & HIGH
-}
-
-/// Whether a digit run followed by a space, dash, dot or `)`, or one of 13 digits or more, has
-/// a shape of passes 6, 7 or 9 ([`shaped`]). Eight bytes at a time: only such runs are looked
-/// at, where the byte-wise scan stopped at every run.
-fn separated_digits(t: &[u8]) -> bool {
-    // The digits that end the bytes before the current word (a run crossing words).
-    let mut run = 0usize;
-    let mut i = 0;
-    while i + 8 <= t.len() {
-        let w = u64::from_le_bytes(t[i..i + 8].try_into().expect("8 bytes"));
-        let digits = digit_lanes(w);
-        if digits != 0 || run > 0 {
-            let separators =
-                byte_lanes(w, b' ') | byte_lanes(w, b'-') | byte_lanes(w, b'.') | byte_lanes(w, b')');
-            // A digit followed by a separator: in the word, or the last byte of the previous one.
-            let mut pairs = ((digits << 8) | u64::from(run > 0) << 7) & separators;
-            while pairs != 0 {
-                let end = i + pairs.trailing_zeros() as usize / 8;
-                // After fewer than 13 digits (longer runs are looked at below), `)` ends only
-                // the `(ddd)` of a phone number: a stack frame's `(File.java:42)` is passed over.
-                if t[end] != b')' || (end >= 4 && t[end - 4] == b'(') {
-                    let start = end - t[..end].iter().rev().take_while(|c| c.is_ascii_digit()).count();
-                    if shaped(t, start, end) {
-                        return true;
-                    }
-                }
-                pairs &= pairs - 1;
-            }
-            if digits == HIGH {
-                run += 8;
-            } else {
-                let lead = (!digits & HIGH).trailing_zeros() as usize / 8;
-                if run + lead >= 13 {
-                    let start = i - run;
-                    if shaped(t, start, run_end(t, start)) {
-                        return true;
-                    }
-                }
-                run = (!digits & HIGH).leading_zeros() as usize / 8;
-            }
-        }
-        i += 8;
-    }
-    // The last bytes, from the start of the run that reaches them, one run at a time.
-    let mut k = i - run;
-    while k < t.len() {
-        if !t[k].is_ascii_digit() {
-            k += 1;
-            continue;
-        }
-        let end = run_end(t, k);
-        if shaped(t, k, end) {
-            return true;
-        }
-        k = end;
-    }
-    false
-}
-
-/// Whether some stretch of hex digits, dots and colons around a colon (45 bytes either side:
-/// an address is at most 45 long) holds another colon and a decimal digit: a necessary
-/// condition of pass 8.
-fn ipv6_candidate(t: &[u8]) -> bool {
-    let mut from = 0;
-    while let Some(colon) = memchr::memchr(b':', &t[from..]).map(|k| from + k) {
-        let start = colon - t[colon.saturating_sub(45)..colon].iter().rev().take_while(|c| hex(**c)).count();
-        let end = colon + 1 + t[colon + 1..(colon + 46).min(t.len())].iter().take_while(|c| hex(**c)).count();
-        let stretch = &t[start..end];
-        let colons = stretch.iter().filter(|c| **c == b':').count();
-        if colons >= 2 && stretch.iter().any(u8::is_ascii_digit) {
-            return true;
-        }
-        // A stretch of one colon holds no other: the next is past it.
-        from = if colons >= 2 { colon + 1 } else { end };
-    }
-    false
-}
-
-/// A hex digit, a dot or a colon: what an IPv6 address is written with.
-fn hex(c: u8) -> bool {
-    c.is_ascii_hexdigit() || c == b':' || c == b'.'
-}
-
-/// The end of the digit run from `i`.
-fn run_end(t: &[u8], mut i: usize) -> usize {
-    while i < t.len() && t[i].is_ascii_digit() {
-        i += 1;
-    }
-    i
-}
-
-/// Whether the digit run `t[start..end]` starts one of the shapes of passes 6, 7 and 9.
-fn shaped(t: &[u8], start: usize, end: usize) -> bool {
-    let len = end - start;
-    let at = |k: usize| t.get(k).copied().unwrap_or(0);
-    // Most runs are short and followed by none of the separators the shapes need.
-    if len < 13 && !matches!(at(end), b' ' | b'-' | b'.' | b')') {
-        return false;
-    }
-    let issuer = (b'2'..=b'6').contains(&t[start]);
-    // A card: contiguous, or groups of exactly the given lengths with one space or dash between.
-    let groups = |lengths: &[usize]| -> Option<usize> {
-        let mut k = start;
-        for (n, want) in lengths.iter().enumerate() {
-            if n > 0 {
-                if !matches!(at(k), b' ' | b'-') {
-                    return None;
-                }
-                k += 1;
-            }
-            let e = run_end(t, k);
-            if e - k != *want {
-                return None;
-            }
-            k = e;
-        }
-        Some(k)
-    };
-    if issuer {
-        if (13..=19).contains(&len) && luhn_bytes(&t[start..end]) {
-            return true;
-        }
-        for lengths in [&[4, 4, 4, 4, 3][..], &[4, 4, 4, 4], &[4, 6, 5]] {
-            if let Some(e) = groups(lengths)
-                && luhn_bytes(&t[start..e])
-            {
-                return true;
-            }
-        }
-    }
-    // A local phone number: (ddd) ddd-dddd, ddd.ddd.dddd.
-    if len == 3 {
-        let paren = start > 0 && t[start - 1] == b'(' && at(end) == b')';
-        let rest = if paren { end + 1 + usize::from(at(end + 1) == b' ') } else { end + 1 };
-        let sep = paren || matches!(at(end), b'.' | b'-');
-        if sep
-            && run_end(t, rest) == rest + 3
-            && matches!(at(rest + 3), b'.' | b'-')
-            && run_end(t, rest + 4) == rest + 8
-        {
-            return true;
-        }
-    }
-    // A dotted quad: three more numbers of 1 to 3 digits after dots.
-    if len <= 3 && at(end) == b'.' {
-        let mut k = end;
-        let mut numbers = 1;
-        while numbers < 4 && at(k) == b'.' && at(k + 1).is_ascii_digit() {
-            let e = run_end(t, k + 1);
-            if e - k - 1 > 3 {
-                break;
-            }
-            k = e;
-            numbers += 1;
-        }
-        numbers == 4
-    } else {
-        false
-    }
 }
 
 /// The whole match replaced by `placeholder`, when `replace`.
