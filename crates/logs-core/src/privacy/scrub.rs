@@ -42,7 +42,7 @@ use std::sync::LazyLock;
 
 use regex::{Regex, RegexBuilder};
 
-use digits::digit_candidate;
+use digits::{digit_candidate, luhn_bytes};
 
 mod digits;
 
@@ -309,21 +309,6 @@ fn ipv6(text: &str, start: usize, end: usize) -> Verdict {
     let alone = starts_word(text, s) && !b.get(end).is_some_and(|c| is_word(*c));
     let valid = address.bytes().any(|c| c.is_ascii_digit()) && address.parse::<Ipv6Addr>().is_ok();
     whole(alone && valid, s, e, "[ip]")
-}
-
-/// Whether the digits of `number` pass the Luhn check.
-fn luhn_bytes(number: &[u8]) -> bool {
-    let mut sum = 0;
-    for (i, d) in number.iter().rev().filter(|c| c.is_ascii_digit()).map(|c| u32::from(c - b'0')).enumerate()
-    {
-        sum += if i % 2 == 1 {
-            let doubled = d * 2;
-            if doubled > 9 { doubled - 9 } else { doubled }
-        } else {
-            d
-        };
-    }
-    sum % 10 == 0
 }
 
 /// Four numbers 0–255 without leading zeros, starting a word, not inside a longer dotted
