@@ -199,12 +199,15 @@ impl OidcProvider {
     }
 
     /// A new key pair for `alg` (`RS256`, `PS256`, `ES256`, `EdDSA`) named `kid`.
+    ///
+    /// Node.js 20 once hung in a CI run before printing anything (every thread waiting on a
+    /// futex, for eight minutes): each try gets [`GENKEY_DEADLINE`], and a hung one is killed
+    /// and run again, three times at most.
     pub fn genkey(alg: &str, kid: &str) -> KeyPair {
-        let output = checked(
-            Command::new(node()).arg(script()).args(["genkey", alg, kid]).current_dir(install()).output(),
-            "node provider.mjs genkey",
-        );
-        let v: Value = serde_json::from_slice(&output.stdout).expect("genkey prints JSON");
+        let stdout = (0..3).find_map(|_| genkey_once(alg, kid)).unwrap_or_else(|| {
+            panic!("node provider.mjs genkey {alg} did not finish within {GENKEY_DEADLINE:?}, three times")
+        });
+        let v: Value = serde_json::from_slice(&stdout).expect("genkey prints JSON");
         KeyPair {
             kid: kid.to_owned(),
             alg: alg.to_owned(),
@@ -340,4 +343,42 @@ fn post(addr: SocketAddr, target: &str, authorization: &str, form: &str) -> std:
 /// The path of the npm folder, for messages.
 pub fn installed_at() -> PathBuf {
     install()
+}
+
+/// How long one `genkey` may take: it takes well under a second.
+const GENKEY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What one run of `provider.mjs genkey` printed, or `None` if it did not finish within
+/// [`GENKEY_DEADLINE`] (it is killed then); a run that fails panics with its output.
+fn genkey_once(alg: &str, kid: &str) -> Option<Vec<u8>> {
+    let folder = tempfile::tempdir().unwrap();
+    let (out, err) = (folder.path().join("stdout"), folder.path().join("stderr"));
+    let mut child = Command::new(node())
+        .arg(script())
+        .args(["genkey", alg, kid])
+        .current_dir(install())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run node ({e}): {INSTALL_NODE}"));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > GENKEY_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read(&out).unwrap();
+    assert!(
+        status.success(),
+        "node provider.mjs genkey failed ({status}):\n{}\n{}",
+        String::from_utf8_lossy(&stdout),
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    Some(stdout)
 }
