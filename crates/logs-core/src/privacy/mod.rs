@@ -299,7 +299,7 @@ pub struct PseudonymKey {
 
 /// The two-compression path for short values unless `LOGS_PSEUDONYM_FAST_PATH=off` (for
 /// benchmarks and tests that compare it with the `hmac` crate's).
-fn one_block_hmac() -> bool {
+fn one_block_path_on() -> bool {
     static ON: LazyLock<bool> =
         LazyLock::new(|| std::env::var("LOGS_PSEUDONYM_FAST_PATH").map_or(true, |v| v != "off"));
     *ON
@@ -374,7 +374,7 @@ impl PseudonymKey {
 
     /// The pseudonym of `text`: the lowercase hex of the first 16 bytes of HMAC-SHA-256.
     pub fn pseudonym_into(&self, text: &[u8], out: &mut [u8; 32]) {
-        let digest = match one_block_hmac().then(|| self.one_block_hmac(text)).flatten() {
+        let digest = match one_block_path_on().then(|| self.one_block_hmac(text)).flatten() {
             Some(digest) => digest,
             None => self.hmac(text),
         };
