@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use logs_core::{DatasetLocation, EngineConfig};
+use logs_core::{DatasetLocation, EngineConfig, KeptForScan};
 
 use crate::cursor::{CursorArgs, WithoutKeyFile};
 use crate::units::{parse_duration, parse_size};
@@ -310,6 +310,8 @@ fn service_config(args: &ServeArgs) -> Result<ServiceConfig, Failure> {
         aliases: args.names.aliases()?,
         s3: args.s3.options(),
         cursor: args.cursor.settings(WithoutKeyFile::Generated)?,
+        // What an export over a bucket keeps on disk for its scan goes beside the spill files.
+        kept_for_scan: KeptForScan { dir: args.spill_dir.clone(), ..KeptForScan::default() },
         ..EngineConfig::default()
     };
     let settings = Settings {

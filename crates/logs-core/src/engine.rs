@@ -27,8 +27,8 @@ use crate::plan::{RangeTest, build_plan};
 use crate::request::{ExportRequest, RequestPolicy};
 use crate::schema::{file_schema, file_schema_copying_texts};
 use crate::storage::{
-    DatasetLocation, FileSelection, PageMachinery, RequestCounts, Requests, S3Options, ScanProgress,
-    ScanSettings, Scope, Storage,
+    DatasetLocation, FileSelection, KeptForScan, PageMachinery, RequestCounts, Requests, S3Options,
+    ScanProgress, ScanSettings, Scope, Storage,
 };
 
 /// The fewest parallel streams of a query over an object store when the configuration leaves
@@ -62,6 +62,10 @@ pub struct EngineConfig {
     /// Bytes of Parquet footers (with their page indexes) kept between and during exports,
     /// least recently used first out. Footers needed again are read again.
     pub metadata_cache_limit: usize,
+    /// What one export keeps of the bytes read with its footers, so that its scan need not
+    /// read them again: in memory (32 MiB), and over a bucket beyond that on local disk, in an
+    /// unnamed temporary file that goes with the export (256 MiB, in `TMPDIR`).
+    pub kept_for_scan: KeptForScan,
     /// Other names accepted for fields, and fields the dataset does not hold (none by default).
     pub aliases: FieldAliases,
     /// Settings of a dataset in an S3-compatible bucket, over the standard `AWS_*` variables.
@@ -83,6 +87,7 @@ impl Default for EngineConfig {
             max_limit: None,
             pushdown_filters: true,
             metadata_cache_limit: 50 * 1024 * 1024,
+            kept_for_scan: KeptForScan::default(),
             aliases: FieldAliases::default(),
             s3: S3Options::default(),
             page_machinery: PageMachinery::ON,
@@ -175,7 +180,8 @@ impl Engine {
             .with_memory_limit(config.memory_limit, 1.0)
             .with_metadata_cache_limit(config.metadata_cache_limit)
             .build_arc()?;
-        let storage = storage(runtime.cache_manager.get_file_metadata_cache())?;
+        let storage =
+            storage(runtime.cache_manager.get_file_metadata_cache())?.keeping(config.kept_for_scan.clone());
         if let Some(store) = storage.object_store() {
             runtime.register_object_store(storage.url().as_ref(), store);
         }
@@ -430,6 +436,11 @@ impl ExportStream {
             out.push_str(&format!(
                 "Storage: {} LIST, 0 HEAD, {} GET requests, {} bytes fetched\n",
                 r.lists, r.gets, r.bytes
+            ));
+            out.push_str(&format!(
+                "Kept from the footer reads for the scan: {} bytes in memory, {} bytes on local disk\n",
+                s.kept_in_memory(),
+                s.kept_on_disk()
             ));
         }
         if let Some(chain) = &self.chain {

@@ -30,8 +30,8 @@ pub use request::{
 };
 pub use schema::{Field, FieldType};
 pub use storage::{
-    Addressing, DatasetLocation, FileSelection, PageMachinery, Requests, S3Credentials, S3Options, Scope,
-    SelectedFile, SkippedFile, Storage,
+    Addressing, DatasetLocation, FileSelection, KeptForScan, PageMachinery, Requests, S3Credentials,
+    S3Options, Scope, SelectedFile, SkippedFile, Storage,
 };
 
 /// Arrow, as used by the engine (re-exported so embedders use the same version).

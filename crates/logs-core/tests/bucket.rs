@@ -323,3 +323,73 @@ async fn the_listing_of_the_date_folders_keys_stops_after_the_range() {
     let pages = proxy.requests() - export.requests().gets;
     assert_eq!(pages, 10 + 1, "{:?}", export.requests());
 }
+
+/// What an export's memory does not keep of its footer reads goes to its spool on local disk
+/// (`KeptForScan::disk`): a small object whole, of a larger one its footer. With no memory to
+/// keep anything in and no footer cache, the scan of small objects then makes no request, and
+/// that of larger ones none for their footers; without the spool it makes both. The rows are the
+/// same every way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_memory_does_not_keep_of_the_footer_reads_the_scan_reads_from_local_disk() {
+    // 3 000 rows make objects read whole; 21 000, objects larger than their first read.
+    for rows in [3000, 21_000] {
+        let (dir, server) = bucket_with_rows(rows);
+        let engine = |disk| {
+            let config = logs_core::EngineConfig {
+                target_partitions: 2,
+                s3: s3_options(&server.endpoint()),
+                // Every footer the scan needs is read again, from the spool or the store.
+                metadata_cache_limit: 0,
+                kept_for_scan: logs_core::KeptForScan { memory: 0, disk, dir: None },
+                ..Default::default()
+            };
+            logs_core::Engine::open("s3://logs/data", config).unwrap()
+        };
+        let expected = read_all(&data_root(&dir)).answer(&request(WEEK));
+        let mut scans = Vec::new();
+        for disk in [256 << 20, 0] {
+            let engine = engine(disk);
+            let mut export = engine.export(&request(WEEK)).await.unwrap();
+            let selected = export.requests().gets;
+            let selection = export.selection().clone();
+            assert_eq!(selection.kept_in_memory(), 0);
+            let mut got = Vec::new();
+            while let Some(batch) = export.next().await {
+                got.extend(batch_rows(&batch.unwrap()));
+            }
+            assert_matches_oracle(WEEK, &request(WEEK), got, expected.clone());
+            let scan = export.requests().gets - selected;
+            // Objects of up to 512 KiB are read whole with their footers.
+            let whole = |f: &logs_core::SelectedFile| f.object.size <= 512 * 1024;
+            assert_eq!(selection.files.iter().all(whole), rows == 3000, "{rows} rows");
+            let footers: u64 = selection
+                .files
+                .iter()
+                .map(|f| if whole(f) { f.object.size } else { footer_len(&dir, f) })
+                .sum();
+            match disk {
+                0 => assert_eq!(selection.kept_on_disk(), 0),
+                _ => assert_eq!(selection.kept_on_disk(), footers, "{rows} rows"),
+            }
+            scans.push(scan);
+        }
+        let files = engine(0).export(&request(WEEK)).await.unwrap().selection().files.len() as u64;
+        let (spooled, fetched) = (scans[0], scans[1]);
+        if rows == 3000 {
+            assert_eq!(spooled, 0, "the scan of objects spooled whole fetches nothing");
+            assert!(fetched >= files, "without the spool, {fetched} requests for {files} objects");
+        } else {
+            // Each footer is at least one request less.
+            assert!(fetched >= spooled + files, "{spooled} requests with the spool, {fetched} without");
+        }
+    }
+}
+
+/// The bytes the footer of the selected `file` takes at its end, its length and magic included,
+/// read from the local copy in `dir`.
+fn footer_len(dir: &tempfile::TempDir, file: &logs_core::SelectedFile) -> u64 {
+    let bytes = std::fs::read(dir.path().join(file.object.location.as_ref())).unwrap();
+    let end = bytes.len() - 8;
+    assert_eq!(&bytes[end + 4..], b"PAR1");
+    u32::from_le_bytes(bytes[end..end + 4].try_into().unwrap()) as u64 + 8
+}

@@ -15,10 +15,13 @@
 //! then reads no footer a second time, and later exports of the same files none at all. Over
 //! a store, the bytes a footer was read with (the object's last 512 KiB) go to the scan too,
 //! and so does a small local file, read whole with its footer (`footer::kept_for_scan`), up to
-//! [`KEPT_FOR_SCAN`] per export.
+//! [`KeptForScan::memory`] per export. Over a store, what does not fit goes to the export's
+//! spool on local disk (`spool.rs`), up to [`KeptForScan::disk`]: a small object whole, of a
+//! larger one its footer, so that the scan fetches neither again.
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
@@ -35,6 +38,7 @@ use crate::storage::footer_checks::{self, RangeOverlap};
 use crate::storage::listing::{Listed, Listing};
 use crate::storage::local;
 use crate::storage::object::{self, Backend, ObjectFile, Prefetched, RequestCounts};
+use crate::storage::spool::Spool;
 
 /// The last date a listing reaches when a range leaves it open.
 const LAST_DATE: NaiveDate = NaiveDate::from_ymd_opt(9999, 12, 31).expect("a valid date");
@@ -45,9 +49,25 @@ const LOCAL_FOOTER_BATCH: usize = 8;
 const LOCAL_BATCHES_IN_FLIGHT: usize = 4;
 /// How many date folders are listed at once.
 const LISTINGS_IN_FLIGHT: usize = 8;
-/// Bytes read with the footers that one export keeps for its scan, at most: beyond, the scan
-/// fetches them again.
-const KEPT_FOR_SCAN: u64 = 32 * 1024 * 1024;
+
+/// What one export keeps, at most, of the bytes read with its footers, for its scan: beyond,
+/// the scan fetches them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptForScan {
+    /// Bytes in memory.
+    pub memory: u64,
+    /// Bytes beyond those, over a bucket, in an unnamed temporary file on local disk, gone with
+    /// the export: a small object whole, of a larger one its footer. 0: none.
+    pub disk: u64,
+    /// The folder of that file; `None`: the system's temporary folder (`TMPDIR`).
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for KeptForScan {
+    fn default() -> KeptForScan {
+        KeptForScan { memory: 32 * 1024 * 1024, disk: 256 * 1024 * 1024, dir: None }
+    }
+}
 
 /// What storage needs to know of an export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +154,18 @@ impl FileSelection {
         self.files.iter().map(|f| f.row_groups).sum()
     }
 
+    /// Bytes read with the footers that the scan reads from memory instead of fetching them
+    /// again.
+    pub fn kept_in_memory(&self) -> u64 {
+        self.files.iter().map(|f| f.prefetched.in_memory()).sum()
+    }
+
+    /// Bytes read with the footers that the scan reads from the export's spool on local disk
+    /// (`KeptForScan::disk`) instead of fetching them again.
+    pub fn kept_on_disk(&self) -> u64 {
+        self.files.iter().map(|f| f.prefetched.len() - f.prefetched.in_memory()).sum()
+    }
+
     /// True when the footers prove every row of every selected file inside the time range, so
     /// that the export need not test the range row by row.
     pub fn all_in_range(&self) -> bool {
@@ -152,12 +184,18 @@ enum FooterCheck {
 pub(crate) struct Catalog {
     backend: Backend,
     metadata_cache: Arc<FileMetadataCache>,
+    kept: KeptForScan,
 }
 
 impl Catalog {
     /// The catalog of the dataset `backend` reads; footers are cached in `metadata_cache`.
     pub(crate) fn new(backend: Backend, metadata_cache: Arc<FileMetadataCache>) -> Catalog {
-        Catalog { backend, metadata_cache }
+        Catalog { backend, metadata_cache, kept: KeptForScan::default() }
+    }
+
+    /// This catalog, its exports keeping `kept` for their scans.
+    pub(crate) fn keeping(self, kept: KeptForScan) -> Catalog {
+        Catalog { kept, ..self }
     }
 
     pub(crate) fn backend(&self) -> &Backend {
@@ -295,14 +333,16 @@ impl Catalog {
             .map(|(_, object)| ObjectFile::new(self.backend(), object.name, object.meta, Arc::clone(counts)))
             .collect();
         let small: u64 = files.iter().filter(|f| f.size() <= f.reads().small_file).map(|f| f.size()).sum();
+        // Reading a local file again costs what reading a spool would.
+        let disk = if self.backend.reads().round_trips { self.kept.disk } else { 0 };
         let mut checks = self.check_footers(files, *scope);
         // Applied as the footers come in, so that what is held stays within it.
-        let mut budget = ScanBudget::new(KEPT_FOR_SCAN, small);
+        let mut budget = ScanBudget::new(self.kept.memory, small, Spool::new(disk, self.kept.dir.clone()));
         while let Some(check) = checks.next().await {
             match check? {
                 FooterCheck::Keep(mut file) => {
-                    let whole = file.prefetched.len() == file.object.size;
-                    file.prefetched = budget.keep(std::mem::take(&mut file.prefetched), whole);
+                    let prefetched = std::mem::take(&mut file.prefetched);
+                    file.prefetched = budget.keep(prefetched, file.object.size);
                     selection.files.push(file)
                 }
                 FooterCheck::Pruned => selection.files_pruned_by_statistics += 1,
@@ -460,30 +500,37 @@ fn row_group_span(row_group: &RowGroupMetaData) -> Option<Range<u64>> {
 /// request for 512 KiB at most, and perhaps none. Over a store, where each saved request is a
 /// round trip, the ends of large files may not take what the export's small files need (up to
 /// half of the budget), so that a date folder's large files, listed first, do not leave
-/// nothing for its hundred late arrivals.
+/// nothing for its hundred late arrivals. What memory does not take goes to the spool: a small
+/// file whole, of a large one its footer (which the scan reads again when the footer cache no
+/// longer holds it, as with a month of small files).
 struct ScanBudget {
     left: u64,
     /// What the ends of large files may not take.
     reserved: u64,
+    spool: Spool,
 }
 
 impl ScanBudget {
-    /// `bytes` to keep, for an export whose small files hold `small` bytes.
-    fn new(bytes: u64, small: u64) -> ScanBudget {
-        ScanBudget { left: bytes, reserved: small.min(bytes / 2) }
+    /// `bytes` to keep in memory, and beyond them what fits in `spool`, for an export whose
+    /// small files hold `small` bytes.
+    fn new(bytes: u64, small: u64, spool: Spool) -> ScanBudget {
+        ScanBudget { left: bytes, reserved: small.min(bytes / 2), spool }
     }
 
-    /// `prefetched` (`whole`: all of its file) if it fits in what is left (which it then uses
-    /// up), or else nothing.
-    fn keep(&mut self, prefetched: Prefetched, whole: bool) -> Prefetched {
+    /// `prefetched` (of an object of `size` bytes) if it fits in the memory that is left
+    /// (which it then uses up); or else what of it fits in the spool; or else nothing.
+    fn keep(&mut self, prefetched: Prefetched, size: u64) -> Prefetched {
+        let whole = prefetched.len() == size;
         let floor = if whole { 0 } else { self.reserved };
-        match self.left.checked_sub(prefetched.len()).filter(|&left| left >= floor) {
-            Some(left) => {
-                self.left = left;
-                prefetched
-            }
-            None => Prefetched::default(),
+        if let Some(left) = self.left.checked_sub(prefetched.in_memory()).filter(|&left| left >= floor) {
+            self.left = left;
+            return prefetched;
         }
+        let spooled = match whole {
+            true => Some(size),
+            false => footer::footer_len(prefetched.memory_tail(size)),
+        };
+        spooled.map_or_else(Prefetched::default, |len| prefetched.spooled(len, &mut self.spool))
     }
 }
 
@@ -575,15 +622,21 @@ fn utc_date(timestamp: i64) -> NaiveDate {
 mod tests {
     use super::*;
 
+    /// `n` bytes held of an object of `size`, at its end.
+    fn tail(n: usize, size: u64) -> Prefetched {
+        Prefetched::new(size - n as u64, bytes::Bytes::from(vec![0u8; n]))
+    }
+
     #[test]
     fn the_bytes_kept_for_the_scan_stay_within_the_budget() {
         // (bytes, whole file)
         let kept = |sizes: &[(usize, bool)]| -> Vec<u64> {
-            let mut budget = ScanBudget::new(1000, 600);
+            let mut budget = ScanBudget::new(1000, 600, Spool::new(0, None));
             sizes
                 .iter()
                 .map(|&(n, whole)| {
-                    budget.keep(Prefetched::new(0, bytes::Bytes::from(vec![0u8; n])), whole).len()
+                    let size = if whole { n as u64 } else { 10_000 };
+                    budget.keep(tail(n, size), size).len()
                 })
                 .collect()
         };
@@ -596,12 +649,35 @@ mod tests {
             [300, 0, 200, 300, 0]
         );
         // Without small files nothing is reserved.
-        let mut budget = ScanBudget::new(1000, 0);
-        let tails: Vec<u64> = [400, 500, 200]
-            .iter()
-            .map(|&n| budget.keep(Prefetched::new(0, bytes::Bytes::from(vec![0u8; n])), false).len())
-            .collect();
+        let mut budget = ScanBudget::new(1000, 0, Spool::new(0, None));
+        let tails: Vec<u64> =
+            [400, 500, 200].iter().map(|&n| budget.keep(tail(n, 10_000), 10_000).len()).collect();
         assert_eq!(tails, [400, 500, 0]);
+    }
+
+    #[test]
+    fn what_memory_does_not_take_goes_to_the_spool_a_small_file_whole_of_a_large_one_its_footer() {
+        let mut budget = ScanBudget::new(100, 0, Spool::new(1000, None));
+        // A large object's end, its footer 40 bytes long (the length, then `PAR1`).
+        let mut end = vec![7u8; 300];
+        end[292..296].copy_from_slice(&40u32.to_le_bytes());
+        end[296..].copy_from_slice(b"PAR1");
+        let large = Prefetched::new(9_700, bytes::Bytes::from(end.clone()));
+        let kept = budget.keep(large, 10_000);
+        assert_eq!((kept.len(), kept.in_memory()), (48, 0));
+        // Held: the footer, its length and magic, where they are in the object.
+        assert!(kept.covers(&(9_952..10_000)));
+        assert!(!kept.covers(&(9_951..10_000)));
+        // A small object whole, in memory while it fits, then on disk.
+        let kept = budget.keep(tail(60, 60), 60);
+        assert_eq!((kept.len(), kept.in_memory()), (60, 60));
+        let kept = budget.keep(tail(60, 60), 60);
+        assert_eq!((kept.len(), kept.in_memory()), (60, 0));
+        // A tail that does not end in a footer is not spooled.
+        assert_eq!(budget.keep(tail(300, 10_000), 10_000).len(), 0);
+        // Nor what no longer fits in the spool.
+        assert_eq!(budget.keep(tail(900, 900), 900).len(), 0);
+        assert_eq!(budget.spool.written(), 48 + 60);
     }
 
     #[test]

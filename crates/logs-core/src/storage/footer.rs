@@ -42,6 +42,17 @@ pub(crate) fn kept_for_scan(file: &ObjectFile) -> Prefetched {
     }
 }
 
+/// How many bytes at the end of a Parquet file its footer takes, its length and magic included,
+/// read from `tail` (the file's last bytes): `None` if `tail` does not hold all of them.
+pub(crate) fn footer_len(tail: &[u8]) -> Option<u64> {
+    let end = tail.len().checked_sub(8)?;
+    if &tail[end + 4..] != b"PAR1" {
+        return None;
+    }
+    let len = u32::from_le_bytes(tail[end..end + 4].try_into().ok()?) as u64 + 8;
+    (len <= tail.len() as u64).then_some(len)
+}
+
 /// `footer` with the page index of `file`. For a file written without one, when the scan will
 /// pick rows within it (`selects_rows`), an offset index rebuilt from its page headers, so that
 /// the scan fetches only the pages it needs; a scan that reads every row needs none, and walking

@@ -11,6 +11,7 @@
 //! - `footer.rs` and `footer_checks.rs`: footers read, completed with page indexes, cached by
 //!   object identity, and checked against the dataset contract and the range;
 //! - `object.rs`: conditional, coalesced, concurrent and counted reads of one object;
+//! - `spool.rs`: what an export read with its footers and keeps for its scan on local disk;
 //! - `reader.rs` and `table.rs`: the scan's reader and table;
 //! - `budget.rs`: a bound on the pages the readers of one export hold fetched at once;
 //! - `pages/`: the page machinery, everything that goes below the parquet crate's public
@@ -34,6 +35,7 @@ mod location;
 mod object;
 mod pages;
 mod reader;
+mod spool;
 mod table;
 
 use std::sync::Arc;
@@ -48,7 +50,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
 pub(crate) use catalog::Candidates;
-pub use catalog::{FileSelection, Scope, SelectedFile, SkippedFile};
+pub use catalog::{FileSelection, KeptForScan, Scope, SelectedFile, SkippedFile};
 pub use location::{Addressing, DatasetLocation, S3Credentials, S3Options};
 pub use object::{RequestCounts, Requests};
 pub use pages::PageMachinery;
@@ -112,6 +114,11 @@ impl Storage {
                 Ok(Storage { location: location.to_string(), url, catalog })
             }
         }
+    }
+
+    /// This storage, its exports keeping `kept` of what they read with their footers.
+    pub fn keeping(self, kept: KeptForScan) -> Storage {
+        Storage { catalog: self.catalog.keeping(kept), ..self }
     }
 
     /// The storage of the dataset below `prefix` in `store`, registered with DataFusion as

@@ -25,6 +25,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 
 use crate::error::{Error, Result};
 use crate::storage::local::LocalFile;
+use crate::storage::spool::{Spool, Spooled};
 
 /// How the reads of one kind of source are made: chosen once per store, carried by each
 /// [`ObjectFile`], and asked by the code that plans reads (the footer's first read, the page
@@ -82,6 +83,16 @@ pub(crate) enum Backend {
     Store { store: Arc<dyn ObjectStore>, prefix: ObjectPath, url: String, sorted_listing: bool },
 }
 
+impl Backend {
+    /// How the objects of this backend are read.
+    pub(crate) fn reads(&self) -> Reads {
+        match self {
+            Backend::Local { .. } => LOCAL_READS,
+            Backend::Store { .. } => STORE_READS,
+        }
+    }
+}
+
 /// Requests made to the store by one export (or by one catalog call), and bytes fetched.
 #[derive(Debug, Default)]
 pub struct RequestCounts {
@@ -135,31 +146,85 @@ pub(crate) struct ObjectFile {
     prefetched: Prefetched,
 }
 
-/// Bytes of one object held in memory, fetched earlier while the object was the one listed
-/// (so they need no new check): its end, read with the footer (all of it, for a small object).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Bytes of one object held, fetched earlier while the object was the one listed (so they need
+/// no new check): its end, read with the footer (all of it, for a small object). In memory, or
+/// in the export's spool on local disk (`spool.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Prefetched {
-    /// Where `bytes` start in the object.
+    /// Where the bytes start in the object.
     start: u64,
-    bytes: Bytes,
+    held: Held,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Held {
+    Memory(Bytes),
+    Spooled(Spooled),
+}
+
+impl Default for Prefetched {
+    fn default() -> Prefetched {
+        Prefetched::new(0, Bytes::new())
+    }
 }
 
 impl Prefetched {
     /// `bytes`, found at `start` in the object.
     pub(crate) fn new(start: u64, bytes: Bytes) -> Prefetched {
-        Prefetched { start, bytes }
+        Prefetched { start, held: Held::Memory(bytes) }
     }
 
-    /// The bytes of `range`, if all of it is held.
+    /// The bytes of `range`, if all of it is held (and, in a spool, can be read).
     fn get(&self, range: &Range<u64>) -> Option<Bytes> {
-        let end = self.start + self.bytes.len() as u64;
-        (!self.bytes.is_empty() && self.start <= range.start && range.end <= end)
-            .then(|| self.bytes.slice((range.start - self.start) as usize..(range.end - self.start) as usize))
+        if !self.covers(range) {
+            return None;
+        }
+        let at = range.start - self.start;
+        match &self.held {
+            Held::Memory(bytes) => Some(bytes.slice(at as usize..(range.end - self.start) as usize)),
+            Held::Spooled(spooled) => spooled.read(at, range.end - range.start),
+        }
     }
 
-    /// Bytes held.
+    /// Whether all of `range` is held.
+    pub(crate) fn covers(&self, range: &Range<u64>) -> bool {
+        self.len() > 0 && self.start <= range.start && range.end <= self.start + self.len()
+    }
+
+    /// Bytes held, in memory or in a spool.
     pub(crate) fn len(&self) -> u64 {
-        self.bytes.len() as u64
+        match &self.held {
+            Held::Memory(bytes) => bytes.len() as u64,
+            Held::Spooled(spooled) => spooled.len(),
+        }
+    }
+
+    /// Bytes held in memory.
+    pub(crate) fn in_memory(&self) -> u64 {
+        match &self.held {
+            Held::Memory(bytes) => bytes.len() as u64,
+            Held::Spooled(_) => 0,
+        }
+    }
+
+    /// The last `len` bytes held, written to `spool`: in it, or nothing if they do not fit (or
+    /// are not in memory).
+    pub(crate) fn spooled(&self, len: u64, spool: &mut Spool) -> Prefetched {
+        let Held::Memory(bytes) = &self.held else { return Prefetched::default() };
+        let skip = bytes.len().saturating_sub(usize::try_from(len).unwrap_or(usize::MAX));
+        match spool.keep(&bytes[skip..]) {
+            Some(spooled) => Prefetched { start: self.start + skip as u64, held: Held::Spooled(spooled) },
+            None => Prefetched::default(),
+        }
+    }
+
+    /// The last bytes of the object held in memory (empty if none are, or if the held bytes do
+    /// not reach its end).
+    pub(crate) fn memory_tail(&self, object_size: u64) -> &[u8] {
+        match &self.held {
+            Held::Memory(bytes) if self.start + bytes.len() as u64 == object_size => bytes,
+            _ => &[],
+        }
     }
 }
 
@@ -181,10 +246,7 @@ impl ObjectFile {
             Backend::Local { .. } => Source::Local(LocalFile::new(PathBuf::from(&*name))),
             Backend::Store { store, .. } => Source::Store(Arc::clone(store)),
         };
-        let reads = match source {
-            Source::Local(_) => LOCAL_READS,
-            Source::Store(_) => STORE_READS,
-        };
+        let reads = backend.reads();
         let prefetched = Prefetched::default();
         ObjectFile { name, meta, counts, read: AtomicU64::new(0), source, reads, prefetched }
     }
@@ -269,12 +331,13 @@ impl ObjectFile {
         Ok(out.into_iter().map(|bytes| bytes.expect("every range is held or fetched")).collect())
     }
 
-    /// Whether the bytes of `range` are held in memory: reading them makes no request.
+    /// Whether the bytes of `range` are held (in memory or in the export's spool): reading them
+    /// makes no request.
     pub(crate) fn holds(&self, range: &Range<u64>) -> bool {
-        range.start == range.end || self.prefetched.get(range).is_some()
+        range.start == range.end || self.prefetched.covers(range)
     }
 
-    /// The bytes of `range` if they are held in memory (an empty range always is).
+    /// The bytes of `range` if they are held (an empty range always is).
     fn get_held(&self, range: &Range<u64>) -> Option<Bytes> {
         if range.start == range.end && range.end <= self.meta.size {
             return Some(Bytes::new());

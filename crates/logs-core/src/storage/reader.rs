@@ -2,10 +2,11 @@
 //! still the one selected, merges close ranges and counts what it fetches.
 //!
 //! Footers come from the file-metadata cache, where the catalog put them (`footer.rs`); the
-//! scan reads a footer itself only for a file whose completed footer was not cached. Over a
-//! store, each reader starts with the bytes the catalog read with the file's footer (its end,
-//! or all of a small file): reads inside them make no request, and the first read of a row
-//! group's pages brings those its later reads will need (`read_ahead.rs`).
+//! scan reads a footer itself only for a file whose completed footer the cache no longer
+//! holds. Over a store, each reader starts with the bytes the catalog kept of its footer read,
+//! in memory or in the export's spool on local disk (its end or its footer, or all of a small
+//! file): reads inside them make no request, and the first read of a row group's pages brings
+//! those its later reads will need (`read_ahead.rs`).
 //!
 //! Every read of several ranges (a row group's pages) goes through the page machinery
 //! (`pages/`), unless the engine's config turns it off.
