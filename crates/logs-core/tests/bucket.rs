@@ -393,3 +393,55 @@ fn footer_len(dir: &tempfile::TempDir, file: &logs_core::SelectedFile) -> u64 {
     assert_eq!(&bytes[end + 4..], b"PAR1");
     u32::from_le_bytes(bytes[end..end + 4].try_into().unwrap()) as u64 + 8
 }
+
+/// Objects written without a page index and too large for an offset index to be rebuilt from
+/// their first read (more than 512 KiB): a filtered export reads each row group's column chunks
+/// in one request, the first step bringing the chunks of the later ones (`read_ahead.rs`), also
+/// when the footer cache holds no footer and the reader of a file's pages is not the one that
+/// parsed its footer. Without the read-ahead, the filter's step and the rest take a request each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_page_index_each_row_group_of_a_filtered_export_takes_one_request() {
+    use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
+    // Two days of rows, uncompressed: a file of a few MiB a day, and a small one of late rows.
+    let dir = generate(6_000, 2);
+    for path in parquet_files(&data_root(&dir)) {
+        let properties = WriterProperties::builder()
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(true)
+            .build();
+        rewrite(&path, properties);
+    }
+    let server = S3Server::start();
+    server.create_bucket("logs");
+    server.upload_folder(&data_root(&dir), "logs", "data");
+    let query = format!("{WEEK}&os_name=android");
+    let expected = read_all(&data_root(&dir)).answer(&request(&query));
+    let mut scans = Vec::new();
+    for read_ahead in [true, false] {
+        let config = logs_core::EngineConfig {
+            target_partitions: 2,
+            s3: s3_options(&server.endpoint()),
+            metadata_cache_limit: 0,
+            kept_for_scan: logs_core::KeptForScan { memory: 0, ..Default::default() },
+            page_machinery: logs_core::PageMachinery { read_ahead, ..logs_core::PageMachinery::ON },
+            ..Default::default()
+        };
+        let engine = logs_core::Engine::open("s3://logs/data", config).unwrap();
+        let mut export = engine.export(&request(&query)).await.unwrap();
+        let selected = export.requests().gets;
+        let selection = export.selection().clone();
+        // The small objects come whole with their footers, and are read from the spool.
+        let large: Vec<_> = selection.files.iter().filter(|f| f.object.size > 512 * 1024).collect();
+        assert!(!large.is_empty());
+        let row_groups: u64 = large.iter().map(|f| f.row_groups as u64).sum();
+        let mut got = Vec::new();
+        while let Some(batch) = export.next().await {
+            got.extend(batch_rows(&batch.unwrap()));
+        }
+        assert_matches_oracle(&query, &request(&query), got, expected.clone());
+        scans.push((export.requests().gets - selected, row_groups));
+    }
+    let ((ahead, row_groups), (stepwise, _)) = (scans[0], scans[1]);
+    assert_eq!(ahead, row_groups, "one request per row group with the read-ahead");
+    assert!(stepwise >= 2 * row_groups, "{stepwise} requests without it, for {row_groups} row groups");
+}

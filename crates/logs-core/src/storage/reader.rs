@@ -14,7 +14,7 @@
 //! The pages the readers of one export hold fetched at once are bounded (`budget.rs`): a read
 //! of a row group's pages waits while the other readers hold too many.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,6 +87,33 @@ pub(crate) struct ScanReaders {
     budget: Arc<FetchBudget>,
     /// The metrics of the scan's readers, by partition (see [`ReaderMetrics`]).
     metrics: Arc<Mutex<HashMap<usize, ReaderMetrics>>>,
+    /// Footers the readers parsed themselves, for the next reader of the same file.
+    parsed: Arc<ParsedFooters>,
+}
+
+/// The last footers the scan's readers parsed themselves, when the cache no longer held them
+/// (a month of small files outgrows it): DataFusion reads a file's bloom filters through one
+/// reader and its pages through another, which would otherwise know no footer and so could
+/// not read pages ahead (`read_ahead.rs`). A few files are open at once; this holds the last
+/// [`PARSED_FOOTERS_KEPT`].
+#[derive(Debug, Default)]
+struct ParsedFooters(Mutex<VecDeque<(ObjectPath, Arc<ParquetMetaData>)>>);
+
+const PARSED_FOOTERS_KEPT: usize = 64;
+
+impl ParsedFooters {
+    fn get(&self, location: &ObjectPath) -> Option<Arc<ParquetMetaData>> {
+        let parsed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        parsed.iter().rev().find(|(at, _)| at == location).map(|(_, footer)| Arc::clone(footer))
+    }
+
+    fn put(&self, location: &ObjectPath, footer: &Arc<ParquetMetaData>) {
+        let mut parsed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if parsed.len() == PARSED_FOOTERS_KEPT {
+            parsed.pop_front();
+        }
+        parsed.push_back((location.clone(), Arc::clone(footer)));
+    }
 }
 
 /// What the readers of one scan partition count, registered once for the partition rather
@@ -126,7 +153,8 @@ impl ScanReaders {
         let budget = FetchBudget::new(settings.fetched_limit);
         let pages = PagePlan { machinery: settings.machinery, columns: None, filters: None };
         let metrics = Arc::default();
-        ScanReaders { backend, files, metadata_cache, counts, progress, pages, budget, metrics }
+        let parsed = Arc::default();
+        ScanReaders { backend, files, metadata_cache, counts, progress, pages, budget, metrics, parsed }
     }
 
     /// These readers, for a scan that reads the columns named in `columns` (and registers
@@ -177,9 +205,10 @@ impl ParquetFileReaderFactory for ScanReaders {
             budget,
             row_groups: Arc::clone(&selected.row_group_spans),
             metrics,
-            footer: None,
+            footer: self.parsed.get(&file.object_meta.location),
             pages,
             metadata_cache: Arc::clone(&self.metadata_cache),
+            parsed: Arc::clone(&self.parsed),
             progress: Arc::clone(&self.progress),
             read_pages: false,
         }))
@@ -200,6 +229,7 @@ pub(crate) struct ScanReader {
     /// The page machinery, unless the engine's config turns it off.
     pages: Option<PageReads>,
     metadata_cache: Arc<FileMetadataCache>,
+    parsed: Arc<ParsedFooters>,
     progress: Arc<ScanProgress>,
     /// Whether this reader read pages (DataFusion opens a file through one reader for its
     /// footer and bloom filters and another for its pages): only then does its end finish the
@@ -246,8 +276,9 @@ impl ScanReader {
         self.row_groups.iter().position(|span| span.contains(&offset))
     }
 
-    /// The footer of the file: the one the scan asked this reader for, or the cached one (the
-    /// scan may read a file through another reader than the one it asked for the footer).
+    /// The footer of the file: the one the scan asked this reader for (or another reader of the
+    /// file parsed: [`ParsedFooters`]), or the cached one (the scan may read a file through
+    /// another reader than the one it asked for the footer).
     fn footer(&self) -> Option<Arc<ParquetMetaData>> {
         self.footer.clone().or_else(|| footer::cached(self.metadata_cache.as_ref(), self.object.meta()))
     }
@@ -273,7 +304,9 @@ impl AsyncFileReader for ScanReader {
                     let policy = options.map(|o| o.column_index_policy()).unwrap_or_default();
                     let mut reader = ParquetMetaDataReader::new().with_page_index_policy(policy);
                     reader.try_load(&self.object, self.object.size()).await?;
-                    Arc::new(reader.finish()?)
+                    let footer = Arc::new(reader.finish()?);
+                    self.parsed.put(&self.object.meta().location, &footer);
+                    footer
                 }
             };
             self.footer = Some(Arc::clone(&footer));

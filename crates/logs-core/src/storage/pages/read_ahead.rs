@@ -13,6 +13,13 @@
 //! What a later step does not use was fetched for nothing: at most the pages of the rows the
 //! first filter column's pages hold, when the other filters reject them all. A local file
 //! costs no round trip per read, and is never read ahead.
+//!
+//! A file without an offset index (written without a page index, and over a store too large
+//! for one to be rebuilt from its page headers: `footer.rs`) has no known pages: the Parquet
+//! reader then asks for whole column chunks at each step, and each chunk stands for one page
+//! that holds all of its row group's rows. The first step brings the other columns' chunks of
+//! the row group whole, within the same limit: the streaming-ingest point export's 720 hourly
+//! objects took three requests each, and take one.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -59,10 +66,12 @@ pub(crate) struct ReadAhead {
 
 impl ReadAhead {
     /// The read-ahead of a file with `footer`, whose scan reads the columns named in `read`,
-    /// fetching at most `limit` bytes ahead for a row group; `None` without an offset index
-    /// (the pages are then unknown).
+    /// fetching at most `limit` bytes ahead for a row group; without an offset index, of whole
+    /// column chunks ([`ReadAhead::of_chunks`]).
     pub(crate) fn new(footer: &ParquetMetaData, read: &HashSet<String>, limit: u64) -> Option<ReadAhead> {
-        let offset_index = footer.offset_index()?;
+        let Some(offset_index) = footer.offset_index() else {
+            return Some(ReadAhead::of_chunks(footer, read, limit));
+        };
         let mut pages = Vec::new();
         let mut chunks = Vec::with_capacity(footer.num_row_groups());
         for (row_group, (metadata, indexes)) in footer.row_groups().iter().zip(offset_index).enumerate() {
@@ -97,6 +106,36 @@ impl ReadAhead {
         }
         pages.sort_by_key(|page| page.bytes.start);
         Some(ReadAhead { pages, chunks, planned: HashSet::new(), held: Vec::new(), limit })
+    }
+
+    /// The read-ahead of a file without an offset index: each column chunk is one page that
+    /// holds every row of its row group (the dictionary page inside it).
+    fn of_chunks(footer: &ParquetMetaData, read: &HashSet<String>, limit: u64) -> ReadAhead {
+        let mut pages = Vec::new();
+        let mut chunks = Vec::with_capacity(footer.num_row_groups());
+        for (row_group, metadata) in footer.row_groups().iter().enumerate() {
+            let columns: Vec<Chunk> = metadata
+                .columns()
+                .iter()
+                .map(|column| {
+                    let (start, len) = column.byte_range();
+                    let page = Page {
+                        bytes: start..start.saturating_add(len),
+                        row_group,
+                        rows: 0..metadata.num_rows(),
+                    };
+                    pages.push(page.clone());
+                    Chunk {
+                        dictionary: None,
+                        pages: vec![page],
+                        read: read.contains(&column.column_path().string()),
+                    }
+                })
+                .collect();
+            chunks.push(columns);
+        }
+        pages.sort_by_key(|page| page.bytes.start);
+        ReadAhead { pages, chunks, planned: HashSet::new(), held: Vec::new(), limit }
     }
 
     /// The bytes of `range` if they were fetched ahead.
@@ -300,6 +339,39 @@ pub(crate) mod tests {
         let asked = [pages(&footer, 0, 0)[3].0.clone(), dictionary(&footer, 0, 3)];
         let mut ahead = ReadAhead::new(&footer, &read(&["id", "other"]), u64::MAX).unwrap();
         assert_eq!(ahead.plan(&asked), [pages(&footer, 0, 3)[3].0.clone()]);
+    }
+
+    /// Without an offset index, the first request of a row group (the Parquet reader asks for
+    /// whole column chunks then) brings the other chunks the scan reads of that row group.
+    #[test]
+    fn without_an_offset_index_the_first_chunk_asked_for_brings_the_row_groups_other_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.parquet");
+        file(&path);
+        let footer = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Skip)
+            .parse_and_finish(&File::open(&path).unwrap())
+            .unwrap();
+        assert!(footer.offset_index().is_none());
+        let chunk = |row_group: usize, column: usize| {
+            let (start, len) = footer.row_group(row_group).column(column).byte_range();
+            start..start + len
+        };
+        let columns = read(&["id", "name", "text"]);
+        let mut ahead = ReadAhead::new(&footer, &columns, u64::MAX).unwrap();
+        let mut planned = ahead.plan(&[chunk(1, 0)]);
+        planned.sort_by_key(|r| r.start);
+        assert_eq!(planned, [chunk(1, 1), chunk(1, 2)], "`other` is not read, `id` was asked for");
+        // The later steps of the row group are not planned again; the other row group is.
+        assert!(ahead.plan(&[chunk(1, 1)]).is_empty());
+        assert_eq!(ahead.plan(&[chunk(0, 2)]).len(), 2);
+        // Within the limit only.
+        let bytes = |r: &Range<u64>| r.end - r.start;
+        let needed = bytes(&chunk(0, 1)) + bytes(&chunk(0, 2));
+        let mut limited = ReadAhead::new(&footer, &columns, needed - 1).unwrap();
+        assert!(limited.plan(&[chunk(0, 0)]).is_empty());
+        let mut at_limit = ReadAhead::new(&footer, &columns, needed).unwrap();
+        assert_eq!(at_limit.plan(&[chunk(0, 0)]).len(), 2);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub(super) fn reader_of(object: ObjectFile) -> ScanReader {
         footer: None,
         pages,
         metadata_cache: runtime.cache_manager.get_file_metadata_cache(),
+        parsed: Arc::default(),
         progress: Arc::default(),
         read_pages: false,
     }
@@ -366,5 +367,22 @@ async fn pages_that_may_be_rewritten_are_read_apart_from_a_local_file_only() {
         for (range, bytes) in ranges.iter().zip(got) {
             assert_eq!(bytes, content[range.start as usize..range.end as usize]);
         }
+    }
+}
+
+#[test]
+fn the_footers_the_readers_parsed_are_kept_for_the_next_reader_the_last_ones_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let footer = crate::storage::pages::read_ahead_tests::file(&dir.path().join("f.parquet"));
+    let parsed = ParsedFooters::default();
+    let at = |i: usize| ObjectPath::from(format!("data/{i}.parquet"));
+    for i in 0..PARSED_FOOTERS_KEPT + 3 {
+        parsed.put(&at(i), &footer);
+    }
+    for i in 0..3 {
+        assert!(parsed.get(&at(i)).is_none(), "{i} was let go");
+    }
+    for i in 3..PARSED_FOOTERS_KEPT + 3 {
+        assert!(Arc::ptr_eq(&parsed.get(&at(i)).unwrap(), &footer), "{i} is kept");
     }
 }
