@@ -293,6 +293,7 @@ impl Engine {
             inner,
             logical,
             physical,
+            selected_bytes: selection.bytes(),
             selection,
             requests,
             progress,
@@ -339,6 +340,8 @@ pub struct ExportStream {
     logical: LogicalPlan,
     physical: Arc<dyn ExecutionPlan>,
     selection: FileSelection,
+    /// The selected files' size, in all (asked for with each batch: summed once).
+    selected_bytes: u64,
     requests: Arc<RequestCounts>,
     progress: Arc<ScanProgress>,
     local: bool,
@@ -378,7 +381,7 @@ impl ExportStream {
     /// over as pruned in files finished), and their total. An estimate for progress bars,
     /// exactly the total once the stream has ended.
     pub fn progress(&self) -> (u64, u64) {
-        let total = self.selection.bytes();
+        let total = self.selected_bytes;
         if self.ended {
             return (total, total);
         }
