@@ -11,7 +11,10 @@ use std::sync::Arc;
 use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
 use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadataCache};
 use datafusion::parquet::errors::ParquetError;
-use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::FOOTER_SIZE;
+use datafusion::parquet::file::metadata::{
+    FooterTail, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader,
+};
 use object_store::ObjectMeta;
 
 use crate::error::{Error, Result};
@@ -45,11 +48,8 @@ pub(crate) fn kept_for_scan(file: &ObjectFile) -> Prefetched {
 /// How many bytes at the end of a Parquet file its footer takes, its length and magic included,
 /// read from `tail` (the file's last bytes): `None` if `tail` does not hold all of them.
 pub(crate) fn footer_len(tail: &[u8]) -> Option<u64> {
-    let end = tail.len().checked_sub(8)?;
-    if &tail[end + 4..] != b"PAR1" {
-        return None;
-    }
-    let len = u32::from_le_bytes(tail[end..end + 4].try_into().ok()?) as u64 + 8;
+    let last: &[u8; FOOTER_SIZE] = tail.last_chunk()?;
+    let len = FooterTail::try_new(last).ok()?.metadata_length() as u64 + FOOTER_SIZE as u64;
     (len <= tail.len() as u64).then_some(len)
 }
 
