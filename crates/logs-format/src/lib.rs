@@ -119,7 +119,8 @@
 //!
 //! - [`ParquetEncoder`]: one Parquet file, zstd-compressed, with statistics, the page index
 //!   and row groups written as they fill (at most [`ROW_GROUP_ROWS`] rows, about
-//!   [`ROW_GROUP_BYTES`]); the footer is written by `finish`. Memory holds about one row group.
+//!   [`ROW_GROUP_BYTES`]), encoded on two threads; the footer is written by `finish`. Memory
+//!   holds about one row group (two of narrow rows, each of at most 16 MiB of values).
 //! - [`ArrowEncoder`]: the Arrow IPC stream format (the schema message, one record batch
 //!   message per batch, uncompressed, then the end-of-stream marker written by `finish`).
 //!
@@ -438,8 +439,8 @@ impl<W: Write> Encoder<W> {
     }
 
     /// Hands the rows encoded so far to the writer now instead of when the internal buffer
-    /// (about 1 MiB) fills, and flushes the writer. Parquet hands over the row groups written
-    /// so far: a flush never cuts a row group short.
+    /// (about 1 MiB) fills, and flushes the writer. Parquet hands over the row groups closed
+    /// so far, once encoded: a flush never cuts a row group short.
     pub fn flush(&mut self) -> Result<(), FormatError> {
         each!(&mut self.inner, encoder => encoder.flush())
     }

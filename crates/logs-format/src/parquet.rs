@@ -3,11 +3,12 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::arrow::arrow_writer::{
-    ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
+    ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
 };
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
@@ -18,32 +19,63 @@ use crate::output::{FLUSH_AT, Output};
 use crate::typed::{conform, output_schema};
 use crate::{EncoderOptions, Format, FormatError};
 
+mod lanes;
+
+use lanes::Lanes;
+
 /// The most rows in a row group.
 pub const ROW_GROUP_ROWS: usize = 64 * 1024;
 
-/// A row group is closed once its encoded size reaches about this many bytes, whatever its
+/// A row group is closed once its encoded pages reach about this many bytes, whatever its
 /// rows: what an export holds in memory while it writes Parquet is about one row group.
 pub const ROW_GROUP_BYTES: usize = 32 << 20;
+
+/// Rows of at most this many bytes plainly encoded (texts by their lengths) are narrow: their
+/// row groups are encoded on two lanes in turn (see `lanes`), and a row group there also ends
+/// at [`LANE_GROUP_BYTES`] of plain values.
+const NARROW_ROW_BYTES: usize = 256;
+
+/// The plain values a row group on a lane holds at most: a lane keeps its row group's rows
+/// until it has encoded them, and the next row group's wait for it.
+const LANE_GROUP_BYTES: usize = ROW_GROUP_ROWS * NARROW_ROW_BYTES;
 
 /// Streams record batches as one Parquet file: zstd (level 1), statistics per page, the page
 /// index, row groups of at most [`ROW_GROUP_ROWS`] rows and about [`ROW_GROUP_BYTES`] bytes,
 /// each written once full. The footer comes at [`ParquetEncoder::finish`]: an encoder dropped
 /// before it leaves no valid file. See the [crate documentation](crate) for the columns.
 ///
-/// The columns of a batch are encoded on two threads (the calling one and a scoped one), split
-/// by bytes: a wide export's encoding and compression take more time than reading it.
+/// Encoding and compression take more time than reading, so they use two threads. How is
+/// decided by the first batch (the same rows always give the same bytes):
+/// - narrow rows: each row group on one of two threads of its own, in turn (see `lanes`),
+///   which share the work whatever the columns;
+/// - wide rows: each batch's columns split by bytes between the calling thread and a scoped
+///   one. Lanes would hold two row groups' rows (a wide export's peak grew by 30 MiB), or need
+///   small row groups, which cost more CPU (and a wide export's long text is most of its
+///   bytes, so its CPU, not the split, bounds its time).
 pub struct ParquetEncoder<W: Write> {
     /// Parquet's writer needs a writer it can send between threads, which `W` need not be: it
     /// writes into a buffer of its own, whose bytes go on to `output` after each row group.
     file: SerializedFileWriter<Sink>,
     factory: ArrowRowGroupWriterFactory,
-    /// The column writers of the row group in progress, one per column.
-    columns: Vec<ArrowColumnWriter>,
-    /// Rows in the row group in progress.
+    groups: Groups,
+    /// Row groups begun so far; rows and plain bytes in the one in progress.
+    started: usize,
     group_rows: usize,
+    group_bytes: usize,
     output: Output<W>,
     schema: SchemaRef,
     rows: u64,
+}
+
+/// Where row groups are encoded.
+enum Groups {
+    /// Not decided yet: no rows so far.
+    Undecided,
+    /// On the calling thread and a scoped one; the column writers of the row group in
+    /// progress, if any.
+    Here(Vec<ArrowColumnWriter>),
+    /// On two lanes in turn.
+    Lanes(Box<Lanes>),
 }
 
 /// Where Parquet's writer writes: a row group at a time, at most.
@@ -85,91 +117,128 @@ impl<W: Write> ParquetEncoder<W> {
             SerializedFileWriter::new(Sink::default(), descriptor.root_schema_ptr(), Arc::new(properties))
                 .map_err(parquet_error)?;
         let factory = ArrowRowGroupWriterFactory::new(&file, Arc::clone(&schema));
-        let columns = factory.create_column_writers(0).map_err(parquet_error)?;
         let output = Output::new(writer, Vec::new());
-        Ok(ParquetEncoder { file, factory, columns, group_rows: 0, output, schema, rows: 0 })
+        Ok(ParquetEncoder {
+            file,
+            factory,
+            groups: Groups::Undecided,
+            started: 0,
+            group_rows: 0,
+            group_bytes: 0,
+            output,
+            schema,
+            rows: 0,
+        })
     }
 
-    /// Encodes the rows of `batch` into the row group in progress, writing each row group out
-    /// once it is full. If the batch does not fit the schema, an error is returned and nothing
-    /// is encoded.
+    /// Encodes the rows of `batch` into the row group in progress, closing each row group once
+    /// it is full and writing out those that are encoded. If the batch does not fit the
+    /// schema, an error is returned and nothing is encoded.
     pub fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
         let batch = conform(batch, &self.schema)?;
+        if matches!(self.groups, Groups::Undecided) && batch.num_rows() > 0 {
+            let narrow = plain_bytes(&batch) <= NARROW_ROW_BYTES * batch.num_rows();
+            let fields = self.schema.fields().iter().cloned().collect();
+            self.groups =
+                if narrow { Groups::Lanes(Box::new(Lanes::new(fields))) } else { Groups::Here(Vec::new()) };
+        }
         let mut offset = 0;
         while offset < batch.num_rows() {
+            if self.group_rows == 0 {
+                self.start_row_group()?;
+            }
             let rows = (batch.num_rows() - offset).min(ROW_GROUP_ROWS - self.group_rows);
-            self.encode(&batch.slice(offset, rows))?;
+            let piece = batch.slice(offset, rows);
             self.group_rows += rows;
             self.rows += rows as u64;
             offset += rows;
-            let bytes: usize = self.columns.iter().map(ArrowColumnWriter::get_estimated_total_bytes).sum();
-            if self.group_rows == ROW_GROUP_ROWS || bytes >= ROW_GROUP_BYTES {
+            let full = match &mut self.groups {
+                Groups::Lanes(lanes) => {
+                    self.group_bytes += plain_bytes(&piece);
+                    lanes.write(piece).map_err(parquet_error)?;
+                    self.group_bytes >= LANE_GROUP_BYTES
+                }
+                Groups::Here(writers) => {
+                    encode_here(writers, self.schema.fields(), &piece)?;
+                    let bytes: usize = writers.iter().map(ArrowColumnWriter::get_estimated_total_bytes).sum();
+                    bytes >= ROW_GROUP_BYTES
+                }
+                Groups::Undecided => unreachable!("decided above"),
+            };
+            if full || self.group_rows == ROW_GROUP_ROWS {
                 self.close_row_group()?;
+            }
+        }
+        if let Groups::Lanes(lanes) = &mut self.groups {
+            while let Some(closed) = lanes.take_finished() {
+                append(&mut self.file, closed.map_err(parquet_error)?)?;
             }
         }
         self.pass_on()
     }
 
-    /// Encodes `batch` into the column writers, on two threads when it is large enough.
-    fn encode(&mut self, batch: &RecordBatch) -> Result<(), FormatError> {
-        let mut work = Vec::with_capacity(batch.num_columns());
-        for ((writer, field), column) in
-            self.columns.iter_mut().zip(self.schema.fields()).zip(batch.columns())
-        {
-            let leaves = compute_leaves(field, column).map_err(parquet_error)?;
-            work.push((column.get_buffer_memory_size(), (writer, leaves)));
-        }
-        let encode_all = |part: Weighed<(&mut ArrowColumnWriter, Vec<ArrowLeafColumn>)>| {
-            for (_, (writer, leaves)) in part {
-                for leaf in &leaves {
-                    writer.write(leaf)?;
+    /// Begins the next row group: its column writers, and on a lane, after writing out the
+    /// row groups it must follow.
+    fn start_row_group(&mut self) -> Result<(), FormatError> {
+        let writers = self.factory.create_column_writers(self.started).map_err(parquet_error)?;
+        match &mut self.groups {
+            Groups::Lanes(lanes) => {
+                while lanes.next_holds_closed() {
+                    let Some(closed) = lanes.wait_oldest() else { break };
+                    append(&mut self.file, closed.map_err(parquet_error)?)?;
                 }
+                lanes.start(writers).map_err(parquet_error)?;
             }
-            Ok::<(), ParquetError>(())
-        };
-        if batch.num_rows() < PARALLEL_ROWS || work.len() < 2 {
-            return encode_all(work).map_err(parquet_error);
+            Groups::Here(current) => *current = writers,
+            Groups::Undecided => return Err(FormatError::Encoding("no rows to encode".into())),
         }
-        let (mine, theirs) = split_by_bytes(work);
-        let (mine, theirs) = std::thread::scope(|scope| {
-            let theirs = scope.spawn(|| encode_all(theirs));
-            (encode_all(mine), theirs.join())
-        });
-        let theirs =
-            theirs.map_err(|_| FormatError::Encoding("a Parquet encoding thread panicked".into()))?;
-        mine.and(theirs).map_err(parquet_error)
+        self.started += 1;
+        self.group_bytes = 0;
+        Ok(())
     }
 
-    /// Closes the row group in progress and writes it, then starts the next one.
+    /// Closes the row group in progress: here, written at once; on a lane, once encoded.
     fn close_row_group(&mut self) -> Result<(), FormatError> {
-        let next = self.factory.create_column_writers(self.file.flushed_row_groups().len() + 1);
-        let writers = std::mem::replace(&mut self.columns, next.map_err(parquet_error)?);
-        let chunks = writers.into_iter().map(ArrowColumnWriter::close).collect::<Result<Vec<_>, _>>();
-        let mut group = self.file.next_row_group().map_err(parquet_error)?;
-        for chunk in chunks.map_err(parquet_error)? {
-            chunk.append_to_row_group(&mut group).map_err(parquet_error)?;
+        match &mut self.groups {
+            Groups::Lanes(lanes) => lanes.close().map_err(parquet_error)?,
+            Groups::Here(writers) => {
+                let chunks = std::mem::take(writers).into_iter().map(ArrowColumnWriter::close);
+                append(&mut self.file, chunks.collect::<Result<_, _>>().map_err(parquet_error)?)?;
+            }
+            Groups::Undecided => {}
         }
-        group.close().map_err(parquet_error)?;
         self.group_rows = 0;
         Ok(())
     }
 
+    /// Writes out every row group closed on a lane, waiting for the lanes to finish them.
+    fn write_out_closed(&mut self) -> Result<(), FormatError> {
+        if let Groups::Lanes(lanes) = &mut self.groups {
+            while let Some(closed) = lanes.wait_oldest() {
+                append(&mut self.file, closed.map_err(parquet_error)?)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Moves what Parquet's writer wrote to the output, handing it to the writer a chunk of
-    /// 1 MiB at a time (the rest waits in the output's buffer).
+    /// 1 MiB at a time; less than 1 MiB waits in the output's buffer (row groups smaller than
+    /// that collect there until they fill it).
     fn pass_on(&mut self) -> Result<(), FormatError> {
         let written = &mut self.file.inner_mut().0;
         for piece in written.chunks(FLUSH_AT) {
             self.output.write_all(piece)?;
         }
         written.clear();
-        Ok(())
+        Ok(self.output.flush_if_full()?)
     }
 
-    /// Writes the last row group and the footer, flushes everything and returns the writer.
+    /// Writes the last row groups and the footer, flushes everything and returns the writer.
     pub fn finish(mut self) -> Result<W, FormatError> {
         if self.group_rows > 0 {
             self.close_row_group()?;
         }
+        self.write_out_closed()?;
         self.file.finish().map_err(parquet_error)?;
         self.pass_on()?;
         Ok(self.output.finish(&[])?)
@@ -181,9 +250,12 @@ impl<W: Write> ParquetEncoder<W> {
         Ok(self.output.abandon(Format::Parquet.broken_ending())?)
     }
 
-    /// Hands the bytes of the row groups written so far to the writer and flushes it; the row
-    /// group in progress stays in progress (a flush never cuts a row group short).
+    /// Hands the bytes of the row groups closed so far to the writer (waiting for lanes to
+    /// finish them) and flushes it; the row group in progress stays in progress (a
+    /// flush never cuts a row group short).
     pub fn flush(&mut self) -> Result<(), FormatError> {
+        self.write_out_closed()?;
+        self.pass_on()?;
         Ok(self.output.flush()?)
     }
 
@@ -192,10 +264,13 @@ impl<W: Write> ParquetEncoder<W> {
         self.output.take(next)
     }
 
-    /// Bytes encoded so far: those written, and the estimated size of the row group in
-    /// progress.
+    /// Bytes encoded so far: those of the row groups written out, and the estimated size of a
+    /// row group in progress here (one on a lane counts once written out).
     pub fn bytes_written(&self) -> u64 {
-        let in_progress: usize = self.columns.iter().map(ArrowColumnWriter::get_estimated_total_bytes).sum();
+        let in_progress: usize = match &self.groups {
+            Groups::Here(writers) => writers.iter().map(ArrowColumnWriter::get_estimated_total_bytes).sum(),
+            _ => 0,
+        };
         (self.file.bytes_written() + in_progress) as u64
     }
 
@@ -203,6 +278,38 @@ impl<W: Write> ParquetEncoder<W> {
     pub fn rows_written(&self) -> u64 {
         self.rows
     }
+}
+
+/// Encodes `batch` into `writers`, its columns split by bytes between the calling thread and a
+/// scoped one when it is large enough.
+fn encode_here(
+    writers: &mut [ArrowColumnWriter],
+    fields: &Fields,
+    batch: &RecordBatch,
+) -> Result<(), FormatError> {
+    let mut work = Vec::with_capacity(batch.num_columns());
+    for ((writer, field), column) in writers.iter_mut().zip(fields).zip(batch.columns()) {
+        let leaves = compute_leaves(field, column).map_err(parquet_error)?;
+        work.push((column.get_buffer_memory_size(), (writer, leaves)));
+    }
+    let encode_all = |part: Weighed<(&mut ArrowColumnWriter, Vec<ArrowLeafColumn>)>| {
+        for (_, (writer, leaves)) in part {
+            for leaf in &leaves {
+                writer.write(leaf)?;
+            }
+        }
+        Ok::<(), ParquetError>(())
+    };
+    if batch.num_rows() < PARALLEL_ROWS || work.len() < 2 {
+        return encode_all(work).map_err(parquet_error);
+    }
+    let (mine, theirs) = split_by_bytes(work);
+    let (mine, theirs) = std::thread::scope(|scope| {
+        let theirs = scope.spawn(|| encode_all(theirs));
+        (encode_all(mine), theirs.join())
+    });
+    let theirs = theirs.map_err(|_| FormatError::Encoding("a Parquet encoding thread panicked".into()))?;
+    mine.and(theirs).map_err(parquet_error)
 }
 
 /// Items of work, each with its bytes.
@@ -225,10 +332,32 @@ fn split_by_bytes<T>(mut work: Weighed<T>) -> (Weighed<T>, Weighed<T>) {
     (one, two)
 }
 
+/// Writes a closed row group's chunks to `file` as its next row group.
+fn append(file: &mut SerializedFileWriter<Sink>, chunks: Vec<ArrowColumnChunk>) -> Result<(), FormatError> {
+    let mut group = file.next_row_group().map_err(parquet_error)?;
+    for chunk in chunks {
+        chunk.append_to_row_group(&mut group).map_err(parquet_error)?;
+    }
+    group.close().map_err(parquet_error)?;
+    Ok(())
+}
+
+/// About how many bytes `batch`'s values take plainly encoded: a text its length and 4, any
+/// other value its width.
+fn plain_bytes(batch: &RecordBatch) -> usize {
+    let column_bytes = |column: &ArrayRef| match column.as_string_view_opt() {
+        Some(texts) => texts.total_bytes_len() + 4 * texts.len(),
+        None => column.data_type().primitive_width().unwrap_or(8) * column.len(),
+    };
+    batch.columns().iter().map(column_bytes).sum()
+}
+
 impl<W: Write> std::fmt::Debug for ParquetEncoder<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParquetEncoder")
             .field("schema", &self.schema)
+            .field("started", &self.started)
+            .field("lanes", &matches!(self.groups, Groups::Lanes(_)))
             .field("group_rows", &self.group_rows)
             .field("output", &self.output)
             .field("rows", &self.rows)
@@ -243,5 +372,33 @@ fn parquet_error(e: ParquetError) -> FormatError {
             Err(e) => FormatError::Encoding(format!("Parquet: {e}")),
         },
         e => FormatError::Encoding(format!("Parquet: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{ArrayRef, StringViewArray};
+    use arrow::datatypes::Field;
+
+    use super::*;
+
+    fn texts(length: usize) -> RecordBatch {
+        let values: ArrayRef =
+            Arc::new(StringViewArray::from_iter_values((0..100).map(|_| "t".repeat(length))));
+        RecordBatch::try_from_iter([("error", values)]).unwrap()
+    }
+
+    /// The first batch decides: rows of at most 256 bytes of values go to the lanes, wider
+    /// ones are encoded here, and later batches do not change it.
+    #[test]
+    fn narrow_rows_go_to_the_lanes_and_wide_ones_stay_here() {
+        let schema = Schema::new(vec![Field::new("error", DataType::Utf8View, true)]);
+        for (first, then, lanes) in [(252, 5000, true), (253, 10, false)] {
+            let mut encoder = ParquetEncoder::new(Vec::new(), &schema, EncoderOptions::default()).unwrap();
+            encoder.write_batch(&texts(first)).unwrap();
+            encoder.write_batch(&texts(then)).unwrap();
+            assert_eq!(matches!(encoder.groups, Groups::Lanes(_)), lanes, "rows of {first} bytes");
+            assert!(encoder.finish().unwrap().starts_with(b"PAR1"));
+        }
     }
 }

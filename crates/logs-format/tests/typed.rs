@@ -100,19 +100,51 @@ fn parquet_writes_row_groups_as_it_goes() {
     let rows = ROW_GROUP_ROWS + 10;
     let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
     let big = batch(vec![("id", ids)]);
+    let mut shared = SharedWriter::default();
     let mut encoder =
-        Encoder::new(Format::Parquet, Vec::new(), &big.schema(), EncoderOptions::default()).unwrap();
+        Encoder::new(Format::Parquet, shared.clone(), &big.schema(), EncoderOptions::default()).unwrap();
     encoder.write_batch(&big).unwrap();
-    let before_finish = encoder.take_buffered(Vec::new());
+    encoder.flush().unwrap();
+    let before_finish = shared.take();
     assert!(
         before_finish.starts_with(b"PAR1") && before_finish.len() > 100_000,
         "the first row group is out"
     );
-    let rest = encoder.finish().unwrap();
-    let whole = [before_finish, rest].concat();
+    encoder.finish().unwrap();
+    let whole = [before_finish, shared.take()].concat();
     let reader = SerializedFileReader::new(Bytes::from(whole)).unwrap();
     let groups: Vec<i64> = reader.metadata().row_groups().iter().map(|g| g.num_rows()).collect();
     assert_eq!(groups, [ROW_GROUP_ROWS as i64, 10]);
+}
+
+/// Row groups smaller than the output's 1 MiB chunk (a narrow export's) reach the writer once
+/// they fill a chunk, not at the end: the encoder never holds more than a chunk and a row group.
+#[test]
+fn parquet_hands_small_row_groups_on_as_they_fill_a_chunk() {
+    // Values that do not compress: each row group is about 512 KiB.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut shared = SharedWriter::default();
+    let group = |values: Vec<u64>| batch(vec![("id", Arc::new(UInt64Array::from(values)) as ArrayRef)]);
+    let first = group((0..ROW_GROUP_ROWS).map(|_| next()).collect());
+    let mut encoder =
+        Encoder::new(Format::Parquet, shared.clone(), &first.schema(), EncoderOptions::default()).unwrap();
+    let mut handed_on = 0;
+    for round in 0..12 {
+        let rows = group((0..ROW_GROUP_ROWS).map(|_| next()).collect());
+        encoder.write_batch(if round == 0 { &first } else { &rows }).unwrap();
+        handed_on += shared.take().len() as u64;
+        let held = encoder.bytes_written() - handed_on;
+        assert!(held < (2 << 20), "after row group {round}: {held} bytes held, {handed_on} handed on");
+    }
+    assert!(handed_on > 4 << 20, "{handed_on} bytes handed on before the end");
+    let rest = encoder.finish().unwrap();
+    assert!(rest.0.lock().unwrap().len() < 2 << 20);
 }
 
 #[test]
@@ -264,28 +296,80 @@ impl std::io::Write for SharedWriter {
     }
 }
 
+/// A wide batch's columns go to two threads: the rows come back in order, each value in its
+/// place.
 #[test]
-fn parquet_encodes_a_large_batchs_columns_on_two_threads_and_keeps_their_order() {
+fn parquet_wide_rows_keep_their_order_and_values() {
     let rows = 5000;
     let texts: Vec<Option<String>> =
-        (0..rows).map(|i| (i % 7 != 0).then(|| format!("line {i}\n{}", "x".repeat(i % 300)))).collect();
-    let wide = batch(vec![
-        ("error", Arc::new(StringViewArray::from_iter(texts.iter().map(|t| t.as_deref()))) as ArrayRef),
-        ("id", Arc::new(UInt64Array::from_iter_values((0..rows as u64).map(|i| u64::MAX - i)))),
-        ("city", strings(&vec![Some("Zürich"); rows])),
-        ("mcc", Arc::new(Int64Array::from_iter((0..rows as i64).map(|i| (i % 3 != 0).then_some(i))))),
-    ]);
+        (0..rows).map(|i| (i % 7 != 0).then(|| format!("line {i}\n{}", "x".repeat(300 + i % 300)))).collect();
+    let wide = mixed(&texts);
     let output = encode_with(
         Format::Parquet,
         &wide.schema(),
         &[wide.slice(0, 4000), wide.slice(4000, 1000)],
         EncoderOptions::default(),
     );
-    let batches = read_parquet(output);
+    assert_same_rows(output, &wide);
+}
+
+/// Narrow rows' row groups are encoded on two lanes in turn: five row groups (the last of a
+/// few rows), from batches that cross their ends, come back in order, each value in its place.
+#[test]
+fn parquet_narrow_row_groups_encoded_on_two_lanes_keep_their_order() {
+    let rows = 4 * ROW_GROUP_ROWS + 7;
+    let texts: Vec<Option<String>> =
+        (0..rows).map(|i| (i % 7 != 0).then(|| format!("line {i}\n{}", "x".repeat(i % 100)))).collect();
+    let narrow = mixed(&texts);
+    let cuts = [0, 5000, 70_000, 70_001, 200_000, rows];
+    let pieces: Vec<RecordBatch> = cuts.windows(2).map(|w| narrow.slice(w[0], w[1] - w[0])).collect();
+    let output = encode_with(Format::Parquet, &narrow.schema(), &pieces, EncoderOptions::default());
+    let full = ROW_GROUP_ROWS as i64;
+    assert_eq!(row_groups(&output), [full, full, full, full, 7]);
+    assert_same_rows(output, &narrow);
+}
+
+/// On lanes, a row group also ends at 16 MiB of plain values (rows that grow wider after a
+/// narrow start), and where it ends depends on the rows only: the same rows, the same bytes.
+#[test]
+fn parquet_row_groups_on_lanes_end_at_their_values_bytes_and_the_same_rows_give_the_same_file() {
+    let short = (0..1000).map(|i| format!("{i:08}"));
+    let long = (1000..13_000).map(|i| format!("{i:08}{}", "z".repeat(2000)));
+    let texts: ArrayRef = Arc::new(StringViewArray::from_iter_values(short.chain(long)));
+    let rows = batch(vec![("error", texts)]);
+    let pieces: Vec<RecordBatch> = (0..13_000).step_by(1000).map(|at| rows.slice(at, 1000)).collect();
+    let once = encode_with(Format::Parquet, &rows.schema(), &pieces, EncoderOptions::default());
+    let again = encode_with(Format::Parquet, &rows.schema(), &pieces, EncoderOptions::default());
+    assert!(once == again, "the same rows gave different files");
+    // 1 000 rows of 12 bytes, then rows of 2 012: 16 MiB is passed with the ninth batch of
+    // long rows, the tenth batch.
+    assert_eq!(row_groups(&once), [10_000, 3000]);
+    let read = read_parquet(once);
+    assert_eq!(read.iter().map(RecordBatch::num_rows).sum::<usize>(), 13_000);
+}
+
+/// A batch of texts, unsigned ids, a repeated city and integers with nulls.
+fn mixed(texts: &[Option<String>]) -> RecordBatch {
+    let rows = texts.len();
+    batch(vec![
+        ("error", Arc::new(StringViewArray::from_iter(texts.iter().map(|t| t.as_deref()))) as ArrayRef),
+        ("id", Arc::new(UInt64Array::from_iter_values((0..rows as u64).map(|i| u64::MAX - i)))),
+        ("city", strings(&vec![Some("Zürich"); rows])),
+        ("mcc", Arc::new(Int64Array::from_iter((0..rows as i64).map(|i| (i % 3 != 0).then_some(i))))),
+    ])
+}
+
+fn row_groups(parquet: &[u8]) -> Vec<i64> {
+    let reader = SerializedFileReader::new(Bytes::from(parquet.to_vec())).unwrap();
+    reader.metadata().row_groups().iter().map(|g| g.num_rows()).collect()
+}
+
+fn assert_same_rows(parquet: Vec<u8>, original: &RecordBatch) {
+    let batches = read_parquet(parquet);
     let read = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
-    assert_eq!(read.num_rows(), rows);
-    for column in 0..wide.num_columns() {
-        assert_eq!(texts_of(&read, column), texts_of(&wide, column), "column {column}");
+    assert_eq!(read.num_rows(), original.num_rows());
+    for column in 0..original.num_columns() {
+        assert_eq!(texts_of(&read, column), texts_of(original, column), "column {column}");
     }
 }
 
