@@ -35,8 +35,8 @@ pub const ROW_GROUP_BYTES: usize = 32 << 20;
 /// at [`LANE_GROUP_BYTES`] of plain values.
 const NARROW_ROW_BYTES: usize = 256;
 
-/// The plain values a row group on a lane holds at most: a lane keeps its row group's rows
-/// until it has encoded them, and the next row group's wait for it.
+/// The plain values a row group on a lane holds at most: a lane holds its row group's rows
+/// until it has encoded them, and the rows of the next row group wait beside them.
 const LANE_GROUP_BYTES: usize = ROW_GROUP_ROWS * NARROW_ROW_BYTES;
 
 /// Streams record batches as one Parquet file: zstd (level 1), statistics per page, the page
