@@ -3,14 +3,13 @@
 
 use std::io::Write;
 
-use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
 
 use crate::output::Output;
-use crate::typed::{conform, output_schema};
+use crate::typed::{conform, output_schema, plain_bytes};
 use crate::{EncoderOptions, Format, FormatError};
 
 /// Streams record batches in the Arrow IPC stream format (uncompressed buffers, metadata
@@ -29,16 +28,6 @@ pub struct ArrowEncoder<W: Write> {
 /// maps afresh each time (jemalloc serves requests above 8 MiB from pages it gives back at
 /// once: zeroing them took more time than the encoding).
 pub const MESSAGE_BYTES: usize = 2 << 20;
-
-/// About how many bytes the values of `batch` hold (texts by their lengths, not the buffers
-/// they share with other rows).
-fn estimated_bytes(batch: &RecordBatch) -> usize {
-    let column_bytes = |column: &arrow::array::ArrayRef| match column.as_string_view_opt() {
-        Some(texts) => texts.total_bytes_len() + 4 * texts.len(),
-        None => column.get_array_memory_size(),
-    };
-    batch.columns().iter().map(column_bytes).sum()
-}
 
 enum State<W: Write> {
     /// Nothing written yet (the schema message waits for the first batch or `finish`).
@@ -77,7 +66,7 @@ impl<W: Write> ArrowEncoder<W> {
         // Checked whole first, so that a batch that does not fit writes nothing.
         conform(&batch.slice(0, 0), &self.schema)?;
         let rows = batch.num_rows();
-        let per_message = (rows * MESSAGE_BYTES / estimated_bytes(batch).max(1)).clamp(1, rows.max(1));
+        let per_message = (rows * MESSAGE_BYTES / plain_bytes(batch).max(1)).clamp(1, rows.max(1));
         let mut offset = 0;
         while offset < rows {
             let length = per_message.min(rows - offset);

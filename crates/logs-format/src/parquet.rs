@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::Array;
 use arrow::datatypes::{DataType, Fields, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowSchemaConverter;
@@ -16,7 +16,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 
 use crate::output::{FLUSH_AT, Output};
-use crate::typed::{conform, output_schema};
+use crate::typed::{conform, output_schema, plain_bytes};
 use crate::{EncoderOptions, Format, FormatError};
 
 mod lanes;
@@ -340,16 +340,6 @@ fn append(file: &mut SerializedFileWriter<Sink>, chunks: Vec<ArrowColumnChunk>) 
     }
     group.close().map_err(parquet_error)?;
     Ok(())
-}
-
-/// About how many bytes `batch`'s values take plainly encoded: a text its length and 4, any
-/// other value its width.
-fn plain_bytes(batch: &RecordBatch) -> usize {
-    let column_bytes = |column: &ArrayRef| match column.as_string_view_opt() {
-        Some(texts) => texts.total_bytes_len() + 4 * texts.len(),
-        None => column.data_type().primitive_width().unwrap_or(8) * column.len(),
-    };
-    batch.columns().iter().map(column_bytes).sum()
 }
 
 impl<W: Write> std::fmt::Debug for ParquetEncoder<W> {

@@ -11,12 +11,32 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, new_null_array};
+use arrow::array::{Array, ArrayRef, AsArray, new_null_array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::FormatError;
+
+/// About how many bytes the values of `batch` take plainly encoded (what Parquet's plain pages
+/// and Arrow's buffers hold): a text its length and 4, a fixed-width value its width, anything
+/// else the memory its column holds.
+pub(crate) fn plain_bytes(batch: &RecordBatch) -> usize {
+    let column_bytes = |column: &ArrayRef| {
+        if let Some(texts) = column.as_string_view_opt() {
+            return texts.total_bytes_len() + 4 * texts.len();
+        }
+        if let Some(texts) = column.as_string_opt::<i32>() {
+            let offsets = texts.value_offsets();
+            return (offsets[offsets.len() - 1] - offsets[0]) as usize + 4 * texts.len();
+        }
+        match column.data_type().primitive_width() {
+            Some(width) => width * column.len(),
+            None => column.get_array_memory_size(),
+        }
+    };
+    batch.columns().iter().map(column_bytes).sum()
+}
 
 /// The type a field of `data_type` is written as, texts as `text`, or `None` if it cannot be
 /// exported.

@@ -130,14 +130,13 @@ fn parquet_hands_small_row_groups_on_as_they_fill_a_chunk() {
         state
     };
     let mut shared = SharedWriter::default();
-    let group = |values: Vec<u64>| batch(vec![("id", Arc::new(UInt64Array::from(values)) as ArrayRef)]);
-    let first = group((0..ROW_GROUP_ROWS).map(|_| next()).collect());
+    let schema = Schema::new(vec![Field::new("id", DataType::UInt64, true)]);
     let mut encoder =
-        Encoder::new(Format::Parquet, shared.clone(), &first.schema(), EncoderOptions::default()).unwrap();
+        Encoder::new(Format::Parquet, shared.clone(), &schema, EncoderOptions::default()).unwrap();
     let mut handed_on = 0;
     for round in 0..12 {
-        let rows = group((0..ROW_GROUP_ROWS).map(|_| next()).collect());
-        encoder.write_batch(if round == 0 { &first } else { &rows }).unwrap();
+        let values: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..ROW_GROUP_ROWS).map(|_| next())));
+        encoder.write_batch(&batch(vec![("id", values)])).unwrap();
         handed_on += shared.take().len() as u64;
         let held = encoder.bytes_written() - handed_on;
         assert!(held < (2 << 20), "after row group {round}: {held} bytes held, {handed_on} handed on");

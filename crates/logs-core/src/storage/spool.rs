@@ -6,9 +6,9 @@
 //! One unnamed temporary file per export, in the folder the engine is given or the system's
 //! temporary folder (`TMPDIR`): created already unlinked (`tempfile::tempfile_in`), so nothing
 //! is left behind when the export ends or the process dies, and no other process can open it
-//! by name. It is written once, in order,
-//! while the footers come in, and read with positioned reads from the page cache. A spool that
-//! cannot be created or read is no fault: the bytes are fetched from the object again.
+//! by name. It is written once, in order, while the footers come in, and read with positioned
+//! reads from the page cache. A spool that cannot be created or read is no fault: the bytes
+//! are fetched from the object again.
 
 use std::fs::File;
 use std::io::Write;
